@@ -1,0 +1,3 @@
+module cellguard
+
+go 1.26
