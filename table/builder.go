@@ -1,0 +1,159 @@
+package table
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/lancepb"
+)
+
+// Builder assembles a new manifest from a base one. Every method leaves the
+// base untouched; Build returns the result, which shares all fragments the
+// builder did not replace. A Builder is not safe for concurrent use.
+type Builder struct {
+	header *lancepb.Manifest // private clone, created on first write
+	base   *lancepb.Manifest
+	schema *Schema
+	frags  fragmentList
+}
+
+// Edit starts building a manifest from m.
+func (m *Manifest) Edit() *Builder {
+	return &Builder{base: m.header, schema: m.schema, frags: m.frags}
+}
+
+// Header returns the header of the manifest being built, for modification.
+// The first call clones the base header.
+func (b *Builder) Header() *lancepb.Manifest {
+	if b.header == nil {
+		b.header = proto.CloneOf(b.base)
+	}
+	return b.header
+}
+
+// Schema returns the schema of the manifest being built.
+func (b *Builder) Schema() *Schema { return b.schema }
+
+// SetSchema replaces the schema.
+func (b *Builder) SetSchema(s *Schema) { b.schema = s }
+
+// Fragment returns the current fragment with the given id.
+func (b *Builder) Fragment(id uint64) (*Fragment, bool) {
+	e, ok := b.frags.byID.Get(id)
+	return e.frag, ok
+}
+
+// NumFragments returns the number of fragments currently in the builder.
+func (b *Builder) NumFragments() int { return b.frags.byID.Len() }
+
+// Fragments yields the current fragments in scan order.
+func (b *Builder) Fragments(yield func(*Fragment) bool) {
+	b.frags.order.All(func(_ uint64, id uint64) bool {
+		e, _ := b.frags.byID.Get(id)
+		return yield(e.frag)
+	})
+}
+
+// Append adds f at the end of the scan order. Its id must be new.
+func (b *Builder) Append(f *Fragment) error {
+	if _, dup := b.frags.byID.Get(f.ID()); dup {
+		return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", f.ID())
+	}
+	b.frags = b.frags.add(f, b.frags.nextSeq())
+	return nil
+}
+
+// Replace swaps in f for the fragment with the same id, keeping its place.
+func (b *Builder) Replace(f *Fragment) error {
+	if _, ok := b.frags.byID.Get(f.ID()); !ok {
+		return errorf("build manifest", ErrInvalidTransaction, "fragment %d does not exist", f.ID())
+	}
+	b.frags = b.frags.replace(f)
+	return nil
+}
+
+// Remove drops the fragment with the given id.
+func (b *Builder) Remove(id uint64) error {
+	if _, ok := b.frags.byID.Get(id); !ok {
+		return errorf("build manifest", ErrInvalidTransaction, "fragment %d does not exist", id)
+	}
+	b.frags = b.frags.remove(id)
+	return nil
+}
+
+// RemoveAll drops every fragment.
+func (b *Builder) RemoveAll() { b.frags = fragmentList{} }
+
+// Splice removes the fragments in old and puts the fragments in repl, in
+// order, where the first of old stood in scan order: the shape of a
+// compaction. Every id in old must exist; ids in repl must be new.
+func (b *Builder) Splice(old []uint64, repl []*Fragment) error {
+	const op = "build manifest"
+	if len(old) == 0 {
+		for _, f := range repl {
+			if err := b.Append(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	first := uint64(0)
+	for i, id := range old {
+		e, ok := b.frags.byID.Get(id)
+		if !ok {
+			return errorf(op, ErrInvalidTransaction, "rewritten fragment %d does not exist", id)
+		}
+		if i == 0 || e.seq < first {
+			first = e.seq
+		}
+	}
+	for _, id := range old {
+		b.frags = b.frags.remove(id)
+	}
+	for _, f := range repl {
+		if _, dup := b.frags.byID.Get(f.ID()); dup {
+			return errorf(op, ErrInvalidTransaction, "new fragment id %d already exists", f.ID())
+		}
+	}
+	below, hasBelow, above, hasAbove := b.frags.order.Neighbors(first)
+	if hasAbove && (above-below)/uint64(len(repl)+1) == 0 {
+		// Compactions used up the gap here: spread the keys out again.
+		belowID, _ := b.frags.order.Get(below)
+		b.renumber()
+		below, above, hasAbove = 0, 0, false
+		if hasBelow {
+			e, _ := b.frags.byID.Get(belowID)
+			below = e.seq
+		}
+		_, _, above, hasAbove = b.frags.order.Neighbors(below)
+	}
+	if !hasAbove {
+		above = below + uint64(len(repl)+1)*seqGap
+	}
+	step := (above - below) / uint64(len(repl)+1)
+	for i, f := range repl {
+		b.frags = b.frags.add(f, below+uint64(i+1)*step)
+	}
+	return nil
+}
+
+// renumber spreads the sequence keys evenly again. It costs O(n) and runs
+// only if compactions exhausted the gap between two neighbours.
+func (b *Builder) renumber() {
+	var l fragmentList
+	i := uint64(1)
+	b.Fragments(func(f *Fragment) bool {
+		l = l.add(f, i*seqGap)
+		i++
+		return true
+	})
+	b.frags = l
+}
+
+// Build returns the new manifest.
+func (b *Builder) Build() *Manifest {
+	h := b.header
+	if h == nil {
+		h = b.base
+	}
+	return &Manifest{header: h, schema: b.schema, frags: b.frags}
+}

@@ -1,0 +1,139 @@
+package table
+
+import (
+	"iter"
+
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/lancepb"
+)
+
+// Manifest is one immutable version of a table: its schema, its fragments in
+// scan order, and the rest of Lance's manifest header.
+//
+// Versions share everything they do not change: the schema, the header, and
+// every fragment a transaction does not touch. Building the next version
+// costs memory and time proportional to the change, not to the table.
+type Manifest struct {
+	header *lancepb.Manifest // every field but fields and fragments; never modified
+	schema *Schema
+	frags  fragmentList
+}
+
+// fragmentList keeps fragments in scan order with lookup by id. Scan order is
+// a sparse sequence key per fragment: appends take keys past the end, and a
+// compaction puts new fragments at the keys of the ones they replace.
+type fragmentList struct {
+	byID  intMap[entry]  // fragment id → fragment and its sequence key
+	order intMap[uint64] // sequence key → fragment id
+}
+
+type entry struct {
+	frag *Fragment
+	seq  uint64
+}
+
+// seqGap is the distance between the sequence keys of appended fragments,
+// leaving room to splice compacted fragments in between.
+const seqGap = 1 << 16
+
+// FromProto builds a Manifest from its protobuf form. It checks what the
+// model relies on: a valid schema and unique fragment ids. pb must not be
+// modified afterwards.
+func FromProto(pb *lancepb.Manifest) (*Manifest, error) {
+	schema, err := NewSchema(pb.GetFields())
+	if err != nil {
+		return nil, err
+	}
+	header := proto.CloneOf(pb)
+	header.Fields, header.Fragments = nil, nil
+	m := &Manifest{header: header, schema: schema}
+	for i, f := range pb.GetFragments() {
+		if _, dup := m.frags.byID.Get(f.GetId()); dup {
+			return nil, errorf("decode manifest", ErrMalformed, "duplicate fragment id %d at position %d", f.GetId(), i)
+		}
+		m.frags = m.frags.add(NewFragment(f), uint64(i+1)*seqGap)
+	}
+	return m, nil
+}
+
+// Proto returns the protobuf form. The fragments and fields in it are shared
+// with m; callers must not modify the result.
+func (m *Manifest) Proto() *lancepb.Manifest {
+	pb := proto.CloneOf(m.header)
+	pb.Fields = m.schema.Fields()
+	pb.Fragments = make([]*lancepb.DataFragment, 0, m.frags.byID.Len())
+	for f := range m.Fragments() {
+		pb.Fragments = append(pb.Fragments, f.Proto())
+	}
+	return pb
+}
+
+// Version returns the manifest's version number.
+func (m *Manifest) Version() uint64 { return m.header.GetVersion() }
+
+// Schema returns the schema.
+func (m *Manifest) Schema() *Schema { return m.schema }
+
+// Header returns the manifest fields other than fields and fragments.
+// Callers must not modify it.
+func (m *Manifest) Header() *lancepb.Manifest { return m.header }
+
+// MaxFragmentID returns the highest fragment id ever used, if any.
+func (m *Manifest) MaxFragmentID() (uint32, bool) {
+	if m.header.MaxFragmentId == nil {
+		return 0, false
+	}
+	return m.header.GetMaxFragmentId(), true
+}
+
+// Fragment returns the fragment with the given id.
+func (m *Manifest) Fragment(id uint64) (*Fragment, bool) {
+	e, ok := m.frags.byID.Get(id)
+	return e.frag, ok
+}
+
+// NumFragments returns the number of fragments.
+func (m *Manifest) NumFragments() int { return m.frags.byID.Len() }
+
+// Fragments yields the fragments in scan order.
+func (m *Manifest) Fragments() iter.Seq[*Fragment] {
+	return func(yield func(*Fragment) bool) {
+		m.frags.order.All(func(_ uint64, id uint64) bool {
+			e, _ := m.frags.byID.Get(id)
+			return yield(e.frag)
+		})
+	}
+}
+
+func (l fragmentList) add(f *Fragment, seq uint64) fragmentList {
+	l.byID = l.byID.Set(f.ID(), entry{frag: f, seq: seq})
+	l.order = l.order.Set(seq, f.ID())
+	return l
+}
+
+func (l fragmentList) remove(id uint64) fragmentList {
+	e, ok := l.byID.Get(id)
+	if !ok {
+		return l
+	}
+	l.byID = l.byID.Delete(id)
+	l.order = l.order.Delete(e.seq)
+	return l
+}
+
+// replace swaps the fragment with f's id for f, keeping its position.
+func (l fragmentList) replace(f *Fragment) fragmentList {
+	e, _ := l.byID.Get(f.ID())
+	l.byID = l.byID.Set(f.ID(), entry{frag: f, seq: e.seq})
+	return l
+}
+
+// nextSeq returns the sequence key for a fragment appended at the end.
+func (l fragmentList) nextSeq() uint64 {
+	last, ok := l.order.Max()
+	if !ok {
+		return seqGap
+	}
+	return last + seqGap
+}

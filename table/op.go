@@ -1,0 +1,160 @@
+package table
+
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/lancepb"
+)
+
+// Op is the kind of a transaction's operation.
+type Op uint8
+
+// The operations of Lance's transaction format.
+const (
+	OpUnknown Op = iota
+	OpAppend
+	OpDelete
+	OpOverwrite
+	OpCreateIndex
+	OpRewrite
+	OpMerge
+	OpRestore
+	OpReserveFragments
+	OpUpdate
+	OpProject
+	OpUpdateConfig
+	OpDataReplacement
+	OpUpdateMemWalState
+	OpClone
+	OpUpdateBases
+	OpDataOverlay
+	OpAppendFRITransitions
+)
+
+var opNames = [...]string{
+	OpUnknown:              "Unknown",
+	OpAppend:               "Append",
+	OpDelete:               "Delete",
+	OpOverwrite:            "Overwrite",
+	OpCreateIndex:          "CreateIndex",
+	OpRewrite:              "Rewrite",
+	OpMerge:                "Merge",
+	OpRestore:              "Restore",
+	OpReserveFragments:     "ReserveFragments",
+	OpUpdate:               "Update",
+	OpProject:              "Project",
+	OpUpdateConfig:         "UpdateConfig",
+	OpDataReplacement:      "DataReplacement",
+	OpUpdateMemWalState:    "UpdateMemWalState",
+	OpClone:                "Clone",
+	OpUpdateBases:          "UpdateBases",
+	OpDataOverlay:          "DataOverlay",
+	OpAppendFRITransitions: "AppendFragmentReuseTransitions",
+}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Supported reports whether cellguard can apply and check the operation.
+// MemWAL state, fragment-reuse transitions and Clone are carried on the wire
+// but not supported.
+func (o Op) Supported() bool {
+	switch o {
+	case OpUnknown, OpUpdateMemWalState, OpAppendFRITransitions, OpClone:
+		return false
+	}
+	return true
+}
+
+// OpOf returns the operation kind of txn. A transaction with no operation,
+// or with an operation tag this build does not know, is an error wrapping
+// ErrUnsupportedOperation that names the tag.
+func OpOf(txn *lancepb.Transaction) (Op, error) {
+	switch txn.GetOperation().(type) {
+	case *lancepb.Transaction_Append_:
+		return OpAppend, nil
+	case *lancepb.Transaction_Delete_:
+		return OpDelete, nil
+	case *lancepb.Transaction_Overwrite_:
+		return OpOverwrite, nil
+	case *lancepb.Transaction_CreateIndex_:
+		return OpCreateIndex, nil
+	case *lancepb.Transaction_Rewrite_:
+		return OpRewrite, nil
+	case *lancepb.Transaction_Merge_:
+		return OpMerge, nil
+	case *lancepb.Transaction_Restore_:
+		return OpRestore, nil
+	case *lancepb.Transaction_ReserveFragments_:
+		return OpReserveFragments, nil
+	case *lancepb.Transaction_Update_:
+		return OpUpdate, nil
+	case *lancepb.Transaction_Project_:
+		return OpProject, nil
+	case *lancepb.Transaction_UpdateConfig_:
+		return OpUpdateConfig, nil
+	case *lancepb.Transaction_DataReplacement_:
+		return OpDataReplacement, nil
+	case *lancepb.Transaction_UpdateMemWalState_:
+		return OpUpdateMemWalState, nil
+	case *lancepb.Transaction_Clone_:
+		return OpClone, nil
+	case *lancepb.Transaction_UpdateBases_:
+		return OpUpdateBases, nil
+	case *lancepb.Transaction_DataOverlay_:
+		return OpDataOverlay, nil
+	case *lancepb.Transaction_AppendFriTransitions:
+		return OpAppendFRITransitions, nil
+	}
+	if tag, ok := unknownOperationTag(txn); ok {
+		return OpUnknown, errorf("decode transaction", ErrUnsupportedOperation, "unknown operation tag %d", tag)
+	}
+	return OpUnknown, errorf("decode transaction", ErrUnsupportedOperation, "transaction has no operation")
+}
+
+// unknownOperationTag finds an unknown field in the operation tag range
+// (100 to 199) among txn's unknown fields.
+func unknownOperationTag(txn *lancepb.Transaction) (protowire.Number, bool) {
+	b := txn.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num >= 100 && num < 200 {
+			return num, true
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return 0, false
+		}
+		b = b[m:]
+	}
+	return 0, false
+}
+
+// DecodeTransaction decodes a Lance transaction (a `.txn` file or an inline
+// transaction section) and checks that its operation is one cellguard
+// supports. Errors wrap ErrMalformed or ErrUnsupportedOperation.
+func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
+	txn := &lancepb.Transaction{}
+	if err := proto.Unmarshal(b, txn); err != nil {
+		return nil, OpUnknown, &Error{Op: "decode transaction", Err: ErrMalformed, Msg: err.Error()}
+	}
+	op, err := OpOf(txn)
+	if err != nil {
+		return txn, op, err
+	}
+	if !op.Supported() {
+		return txn, op, errorf("decode transaction", ErrUnsupportedOperation, "%s is not supported", op)
+	}
+	return txn, op, nil
+}
