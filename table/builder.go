@@ -62,6 +62,50 @@ func (b *Builder) Append(f *Fragment) error {
 	return nil
 }
 
+// Insert adds f at its place in fragment-id order: right after the fragment
+// with the next smaller id, or first if there is none. Its id must be new.
+//
+// Lance sorts every manifest's fragments by id when it builds it, so in a
+// manifest Lance wrote this is where Lance would put f. Appends (ids above
+// every other) land at the end. It costs O(log n), and O(n) on the rare
+// occasion that the sequence keys around the spot are exhausted.
+func (b *Builder) Insert(f *Fragment) error {
+	if _, dup := b.frags.byID.Get(f.ID()); dup {
+		return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", f.ID())
+	}
+	seq, ok := b.insertSeq(f.ID())
+	if !ok {
+		b.renumber() // every gap is seqGap wide afterwards
+		seq, _ = b.insertSeq(f.ID())
+	}
+	b.frags = b.frags.add(f, seq)
+	return nil
+}
+
+// insertSeq picks the sequence key for a new fragment with the given id, or
+// reports false when its neighbours leave no room.
+func (b *Builder) insertSeq(id uint64) (uint64, bool) {
+	var prev uint64 // sequence key of the fragment with the next smaller id; 0 for none
+	next, hasNext := b.frags.order.Min()
+	if id > 0 {
+		if pid, ok := b.frags.byID.Floor(id - 1); ok {
+			e, _ := b.frags.byID.Get(pid)
+			prev = e.seq
+			next, hasNext = b.frags.order.Ceil(prev + 1)
+		}
+	}
+	if !hasNext {
+		return prev + seqGap, true
+	}
+	gap := next - prev
+	if gap < 2 {
+		return 0, false
+	}
+	// A short step leaves room for the fragments with the next ids, which
+	// usually follow this one into the same gap.
+	return prev + min(gap/2, seqGap/64), true
+}
+
 // Replace swaps in f for the fragment with the same id, keeping its place.
 func (b *Builder) Replace(f *Fragment) error {
 	if _, ok := b.frags.byID.Get(f.ID()); !ok {

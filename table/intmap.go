@@ -155,28 +155,114 @@ func (m intMap[V]) Max() (uint64, bool) {
 	if m.root == nil {
 		return 0, false
 	}
-	n, key := m.root, uint64(0)
-	for shift := m.shift; ; shift -= imBits {
-		slot := uint64(31 - bits.LeadingZeros32(n.used))
-		key |= slot << shift
-		if shift == 0 {
-			return key, true
-		}
-		n = n.children[slot]
-	}
+	return imMax(m.root, m.shift, 0), true
 }
 
 // Neighbors returns the largest key below k and the smallest key above k.
 func (m intMap[V]) Neighbors(k uint64) (below uint64, hasBelow bool, above uint64, hasAbove bool) {
-	m.All(func(key uint64, _ V) bool {
-		switch {
-		case key < k:
-			below, hasBelow = key, true
-		case key > k:
-			above, hasAbove = key, true
-			return false
-		}
-		return true
-	})
+	if k > 0 {
+		below, hasBelow = m.Floor(k - 1)
+	}
+	if k < ^uint64(0) {
+		above, hasAbove = m.Ceil(k + 1)
+	}
 	return below, hasBelow, above, hasAbove
+}
+
+// Min returns the smallest key, or false for an empty map.
+func (m intMap[V]) Min() (uint64, bool) {
+	if m.root == nil {
+		return 0, false
+	}
+	return imMin(m.root, m.shift, 0), true
+}
+
+// Floor returns the largest key that is at most k. It costs O(log32 maxKey).
+func (m intMap[V]) Floor(k uint64) (uint64, bool) {
+	if m.root == nil {
+		return 0, false
+	}
+	if capacityShift(k) > m.shift { // k is beyond every key the trie can hold
+		return m.Max()
+	}
+	return imFloor(m.root, m.shift, 0, k)
+}
+
+// Ceil returns the smallest key that is at least k. It costs O(log32 maxKey).
+func (m intMap[V]) Ceil(k uint64) (uint64, bool) {
+	if m.root == nil || capacityShift(k) > m.shift {
+		return 0, false
+	}
+	return imCeil(m.root, m.shift, 0, k)
+}
+
+func imMin[V any](n *imNode[V], shift uint, prefix uint64) uint64 {
+	for {
+		slot := uint64(bits.TrailingZeros32(n.used))
+		prefix |= slot << shift
+		if shift == 0 {
+			return prefix
+		}
+		n, shift = n.children[slot], shift-imBits
+	}
+}
+
+func imMax[V any](n *imNode[V], shift uint, prefix uint64) uint64 {
+	for {
+		slot := uint64(31 - bits.LeadingZeros32(n.used))
+		prefix |= slot << shift
+		if shift == 0 {
+			return prefix
+		}
+		n, shift = n.children[slot], shift-imBits
+	}
+}
+
+func imFloor[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
+	slot := (k >> shift) & imMask
+	if shift > 0 && n.used&(1<<slot) != 0 {
+		if key, ok := imFloor(n.children[slot], shift-imBits, prefix|slot<<shift, k); ok {
+			return key, true
+		}
+	}
+	// The largest occupied slot below slot (or at slot, on the leaf level).
+	limit := slot
+	if shift == 0 {
+		limit++
+	}
+	lower := n.used & (uint32(1)<<limit - 1)
+	if lower == 0 {
+		return 0, false
+	}
+	s := uint64(31 - bits.LeadingZeros32(lower))
+	if shift == 0 {
+		return prefix | s, true
+	}
+	return imMax(n.children[s], shift-imBits, prefix|s<<shift), true
+}
+
+func imCeil[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
+	slot := (k >> shift) & imMask
+	if shift > 0 && n.used&(1<<slot) != 0 {
+		if key, ok := imCeil(n.children[slot], shift-imBits, prefix|slot<<shift, k); ok {
+			return key, true
+		}
+	}
+	// The smallest occupied slot above slot (or at slot, on the leaf level).
+	from := slot + 1
+	if shift == 0 {
+		from = slot
+	}
+	if from >= imWidth {
+		return 0, false
+	}
+	upper := n.used &^ (uint32(1)<<from - 1)
+	if upper == 0 {
+		return 0, false
+	}
+	s := uint64(bits.TrailingZeros32(upper))
+	if shift == 0 {
+		return prefix | s, true
+	}
+	return imMin(n.children[s], shift-imBits, prefix|s<<shift), true
 }

@@ -26,6 +26,37 @@ type Manifest struct {
 type fragmentList struct {
 	byID  intMap[entry]  // fragment id → fragment and its sequence key
 	order intMap[uint64] // sequence key → fragment id
+	count fragmentCounts // kept up to date by add, remove and replace
+}
+
+// fragmentCounts counts the fragments that carry what the feature flags
+// report, so that a new version's flags cost O(1) instead of a scan.
+type fragmentCounts struct {
+	deletions int // fragments with a deletion file
+	rowIDs    int // fragments with a row id sequence
+	overlays  int // fragments with overlay files
+}
+
+func countsOf(f *Fragment) fragmentCounts {
+	var c fragmentCounts
+	if f.pb.GetDeletionFile() != nil {
+		c.deletions = 1
+	}
+	if f.pb.GetRowIdSequence() != nil {
+		c.rowIDs = 1
+	}
+	if len(f.pb.GetOverlays()) > 0 {
+		c.overlays = 1
+	}
+	return c
+}
+
+func (c fragmentCounts) plus(d fragmentCounts, sign int) fragmentCounts {
+	return fragmentCounts{
+		deletions: c.deletions + sign*d.deletions,
+		rowIDs:    c.rowIDs + sign*d.rowIDs,
+		overlays:  c.overlays + sign*d.overlays,
+	}
 }
 
 type entry struct {
@@ -109,6 +140,7 @@ func (m *Manifest) Fragments() iter.Seq[*Fragment] {
 func (l fragmentList) add(f *Fragment, seq uint64) fragmentList {
 	l.byID = l.byID.Set(f.ID(), entry{frag: f, seq: seq})
 	l.order = l.order.Set(seq, f.ID())
+	l.count = l.count.plus(countsOf(f), 1)
 	return l
 }
 
@@ -119,6 +151,7 @@ func (l fragmentList) remove(id uint64) fragmentList {
 	}
 	l.byID = l.byID.Delete(id)
 	l.order = l.order.Delete(e.seq)
+	l.count = l.count.plus(countsOf(e.frag), -1)
 	return l
 }
 
@@ -126,6 +159,7 @@ func (l fragmentList) remove(id uint64) fragmentList {
 func (l fragmentList) replace(f *Fragment) fragmentList {
 	e, _ := l.byID.Get(f.ID())
 	l.byID = l.byID.Set(f.ID(), entry{frag: f, seq: e.seq})
+	l.count = l.count.plus(countsOf(e.frag), -1).plus(countsOf(f), 1)
 	return l
 }
 
