@@ -172,7 +172,7 @@ func TestPureImportProblem(t *testing.T) {
 		"time": true, "log/slog": true, "sync": true,
 		"github.com/nats-io/nats.go": true, "github.com/prometheus/client_golang/prometheus": true,
 		"cellguard/committer": true,
-		"strings": false, "cellguard/table": false, "github.com/RoaringBitmap/roaring/v2": false,
+		"strings":             false, "cellguard/table": false, "github.com/RoaringBitmap/roaring/v2": false,
 	} {
 		if got := pureImportProblem(imp, own) != ""; got != bad {
 			t.Errorf("pureImportProblem(%q) flagged = %v, want %v", imp, got, bad)
