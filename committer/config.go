@@ -1,0 +1,213 @@
+package committer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cellguard/internal/subject"
+)
+
+// Config configures a Committer. The zero value of every field means its
+// default; Validate checks the relationships between fields.
+type Config struct {
+	// Prefix is the subject prefix (default "cg").
+	Prefix string
+	// Logger receives structured logs (default: slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives the metrics (default: a private registry, i.e.
+	// metrics are collected but not exported).
+	Registerer prometheus.Registerer
+
+	// Replicas is the replica count of the streams created at start-up
+	// (default 1; 3 in a cluster).
+	Replicas int
+	// Storage is the storage of the streams (default file).
+	Storage jetstream.StorageType
+	// TxnMaxBytes bounds the undecided backlog in CG_TXN; publishers get an
+	// error when it is full (default 1 GiB).
+	TxnMaxBytes int64
+	// StreamMaxMsgSize is CG_TXN's MaxMsgSize (default 1 MiB). Staged
+	// messages larger than MaxTxnBytes but within this limit land and are
+	// rejected with TOO_LARGE.
+	StreamMaxMsgSize int32
+	// MaxTxnBytes is the largest transaction body the committer decides
+	// (default 512 KiB).
+	MaxTxnBytes int
+	// Duplicates is the deduplication window of both streams (default 10 min).
+	Duplicates time.Duration
+
+	// BatchSize is the most decisions appended as one atomic batch (group
+	// commit; default 256, at most 1000).
+	BatchSize int
+	// AtomicBatchMin is the smallest group appended as one atomic batch;
+	// smaller groups go as a chain of single fenced appends (default 32;
+	// 1 means always atomic).
+	AtomicBatchMin int
+	// MaxAckPending is the consumer's MaxAckPending (default 2×BatchSize).
+	MaxAckPending int
+	// AckWait is the consumer's AckWait (default 15 s).
+	AckWait time.Duration
+	// PinnedTTL is how long a silent pinned committer keeps the pin
+	// (default 12 s).
+	PinnedTTL time.Duration
+	// PullExpiry is the expiry of each pull; at most PinnedTTL/3 so an
+	// idle leader keeps its pin, at least 1 s (default PinnedTTL/4, or 1 s
+	// when that is shorter and PinnedTTL allows).
+	PullExpiry time.Duration
+	// TakeoverOnStart unpins and resets every dataset consumer when a
+	// worker starts, so a restarted single committer does not wait
+	// PinnedTTL for the pin of its dead predecessor. Leave it off when
+	// several replicas run: it would move the pin on every deploy.
+	TakeoverOnStart bool
+	// DiscoverEvery is how often CG_TXN is scanned for datasets with no
+	// worker (default 500 ms).
+	DiscoverEvery time.Duration
+	// Datasets restricts the committer to these datasets (default: all).
+	Datasets []string
+
+	// Window is how many recent manifests are kept in memory to pin read
+	// versions (default 256).
+	Window int
+	// CheckpointEvery is K: a checkpoint is written every K versions
+	// (default 1000; 0 means default, negative disables).
+	CheckpointEvery int
+	// RetainVersions: read versions older than head-RetainVersions are
+	// rejected with READ_VERSION_TOO_OLD (default 0: every version in the log).
+	RetainVersions uint64
+	// MaxReadLag: read versions more than this behind head are rejected with
+	// READ_VERSION_TOO_OLD, bounding conflict checks (default 100000).
+	MaxReadLag uint64
+
+	// DatasetRoot, when set, is a directory holding each dataset's Lance
+	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
+	// there and the deletion files a rebase produces are written there.
+	DatasetRoot string
+	// DeletionPolicy is the precondition policy for deletions:
+	// "protected-rows" (default), "strict" or "ignore".
+	DeletionPolicy string
+
+	// hook, when set (tests only), is called at each protocol step; a
+	// non-nil error aborts the worker on the spot, as a crash would.
+	hook func(step Step, ds string) error
+}
+
+// Step names a point in the commit protocol, for crash injection.
+type Step string
+
+// Protocol steps, in order.
+const (
+	StepDecided    Step = "decided"     // batch decided in memory, nothing sent
+	StepMidBatch   Step = "mid-batch"   // part of the atomic batch sent, no commit
+	StepAppended   Step = "appended"    // batch committed to the log, nothing acked
+	StepPartialAck Step = "partial-ack" // some staged messages acked
+	StepAcked      Step = "acked"       // every staged message of the batch acked
+	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
+)
+
+// ErrInvalidConfig is wrapped by every Validate error.
+var ErrInvalidConfig = errors.New("committer: invalid config")
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.TxnMaxBytes == 0 {
+		c.TxnMaxBytes = 1 << 30
+	}
+	if c.StreamMaxMsgSize == 0 {
+		c.StreamMaxMsgSize = 1 << 20
+	}
+	if c.MaxTxnBytes == 0 {
+		c.MaxTxnBytes = 512 << 10
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = 10 * time.Minute
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 256
+	}
+	if c.AtomicBatchMin == 0 {
+		c.AtomicBatchMin = 32
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 2 * c.BatchSize
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 15 * time.Second
+	}
+	if c.PinnedTTL == 0 {
+		c.PinnedTTL = 12 * time.Second
+	}
+	if c.PullExpiry == 0 {
+		c.PullExpiry = max(c.PinnedTTL/4, min(time.Second, c.PinnedTTL/3))
+	}
+	if c.DiscoverEvery == 0 {
+		c.DiscoverEvery = 500 * time.Millisecond
+	}
+	if c.Window == 0 {
+		c.Window = 256
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 1000
+	}
+	if c.MaxReadLag == 0 {
+		c.MaxReadLag = 100000
+	}
+	if c.DeletionPolicy == "" {
+		c.DeletionPolicy = "protected-rows"
+	}
+	return c
+}
+
+// Validate reports the first problem with c (after defaults are applied).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if _, err := subject.NewScheme(c.Prefix); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case c.BatchSize < 1 || c.BatchSize > 1000:
+		return bad("BatchSize %d not in 1..1000 (the server's atomic batch limit)", c.BatchSize)
+	case c.MaxAckPending < c.BatchSize:
+		return bad("MaxAckPending %d < BatchSize %d", c.MaxAckPending, c.BatchSize)
+	case c.PullExpiry*3 > c.PinnedTTL:
+		return bad("PullExpiry %v > PinnedTTL/3 (%v): the pin would flap when idle", c.PullExpiry, c.PinnedTTL/3)
+	case c.PullExpiry < time.Second:
+		return bad("PullExpiry %v < 1s (the client's minimum)", c.PullExpiry)
+	case c.AckWait < time.Second:
+		return bad("AckWait %v < 1s", c.AckWait)
+	case c.Duplicates < time.Minute:
+		return bad("Duplicates %v < 1m", c.Duplicates)
+	case c.MaxTxnBytes <= 0 || int64(c.MaxTxnBytes) > int64(c.StreamMaxMsgSize):
+		return bad("MaxTxnBytes %d not in 1..StreamMaxMsgSize (%d)", c.MaxTxnBytes, c.StreamMaxMsgSize)
+	case c.Window < 1:
+		return bad("Window %d < 1", c.Window)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return bad("Replicas %d not in 1..5", c.Replicas)
+	}
+	switch c.DeletionPolicy {
+	case "protected-rows", "strict", "ignore":
+	default:
+		return bad("DeletionPolicy %q not one of protected-rows, strict, ignore", c.DeletionPolicy)
+	}
+	for _, ds := range c.Datasets {
+		if err := subject.Validate(ds); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return nil
+}

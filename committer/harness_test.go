@@ -1,0 +1,328 @@
+package committer
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// testConfig is a Config with timers small enough for tests.
+func testConfig() Config {
+	return Config{
+		Logger:          testLogger(),
+		AckWait:         2 * time.Second,
+		PinnedTTL:       3 * time.Second,
+		PullExpiry:      time.Second,
+		DiscoverEvery:   50 * time.Millisecond,
+		TakeoverOnStart: true,
+		BatchSize:       64,
+		CheckpointEvery: 10,
+		Window:          8,
+		TxnMaxBytes:     64 << 20,
+	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("CG_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// running is a committer started by a test.
+type running struct {
+	c      *Committer
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a committer on its own connection to url.
+func start(t testing.TB, url string, cfg Config) *running {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.Ready() {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			if errors.Is(err, errCrash) {
+				return r // the injected crash came before readiness
+			}
+			t.Fatalf("committer exited at start: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("committer not ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return r
+}
+
+// stop shuts the committer down gracefully (idempotent).
+func (r *running) stop(t testing.TB) error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	r.cancel = nil
+	var err error
+	select {
+	case err = <-r.done:
+	case <-time.After(15 * time.Second):
+		t.Error("committer did not stop")
+	}
+	r.nc.Close()
+	return err
+}
+
+// crashed waits for a committer whose hook fired, then drops its
+// connection without any cleanup, as a dead process would.
+func (r *running) crashed(t testing.TB) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if !errors.Is(err, errCrash) {
+			t.Fatalf("committer exited with %v, want an injected crash", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("injected crash did not stop the committer")
+	}
+	r.cancel()
+	r.cancel = nil
+	r.nc.Close()
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+var testSchema = []*lancepb.Field{
+	{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64"},
+	{Id: 1, Name: "x", ParentId: -1, LogicalType: "int64", Nullable: true},
+}
+
+func dataFragment(path string, rows uint64) *lancepb.DataFragment {
+	return &lancepb.DataFragment{
+		PhysicalRows: rows,
+		Files:        []*lancepb.DataFile{{Path: path, Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 0}},
+	}
+}
+
+func createTxn(id string) *lancepb.Transaction {
+	return &lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+		Schema: testSchema, Fragments: []*lancepb.DataFragment{dataFragment("data/"+id+".lance", 100)},
+	}}}
+}
+
+func appendTxn(id string, rv uint64) *lancepb.Transaction {
+	return &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
+		Fragments: []*lancepb.DataFragment{dataFragment("data/"+id+".lance", 10)},
+	}}}
+}
+
+func mustMarshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// stage publishes a staged transaction with its uuid as message id.
+func stage(t testing.TB, js jetstream.JetStream, ds string, id string, body []byte) {
+	t.Helper()
+	var sc subject.Scheme
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last error
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.Publish(actx, sc.Txn(ds), body, jetstream.WithMsgID(id))
+		acancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Errorf("stage %s: %v (last: %v)", id, err, last)
+			return
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ensureStreamsFor creates the streams before any committer runs, so
+// tests can stage first.
+func ensureStreamsFor(t testing.TB, js jetstream.JetStream, cfg Config) {
+	t.Helper()
+	if _, _, _, err := ensureStreams(t.Context(), js, cfg.withDefaults()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logged is one decision read back from CG_DEC.
+type logged struct {
+	seq uint64
+	rec *cellguardpb.Decision
+}
+
+// readLog returns every decision of ds, retrying while the cluster
+// recovers.
+func readLog(t testing.TB, js jetstream.JetStream, ds string) []logged {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := tryReadLog(js, ds)
+		if err == nil {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read log of %s: %v", ds, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tryReadLog(js jetstream.JetStream, ds string) ([]logged, error) {
+	var sc subject.Scheme
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, sc.DecStream())
+	if err != nil {
+		return nil, err
+	}
+	last, err := st.GetLastMsgForSubject(ctx, sc.DecOf(ds))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cons, err := js.OrderedConsumer(ctx, sc.DecStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{sc.DecOf(ds)}})
+	if err != nil {
+		return nil, err
+	}
+	var out []logged
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("after %d records: %w", len(out), err)
+		}
+		md, _ := m.Metadata()
+		r := &cellguardpb.Decision{}
+		if err := proto.Unmarshal(m.Data(), r); err != nil {
+			return nil, err
+		}
+		out = append(out, logged{seq: md.Sequence.Stream, rec: r})
+		if md.Sequence.Stream >= last.Sequence {
+			return out, nil
+		}
+	}
+}
+
+// waitDecided waits until ds's log holds n decisions.
+func waitDecided(t testing.TB, js jetstream.JetStream, ds string, n int, timeout time.Duration) []logged {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		l := readLog(t, js, ds)
+		if len(l) >= n {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dataset %s: %d decisions after %v, want %d", ds, len(l), timeout, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkLog verifies the invariants of a decision log: exactly one decision
+// per staged id, nothing else; txn sequences strictly increasing; versions
+// contiguous from 1; and replaying the committed records reproduces the
+// same manifest at every version.
+func checkLog(t testing.TB, l []logged, staged []string) *table.Manifest {
+	t.Helper()
+	seen := map[string]int{}
+	var lastTxnSeq, version uint64
+	var head *table.Manifest
+	for i, e := range l {
+		seen[e.rec.TxnUuid]++
+		if e.rec.TxnSeq <= lastTxnSeq {
+			t.Errorf("record %d (%s): txn seq %d after %d: not in stream order", i, e.rec.TxnUuid, e.rec.TxnSeq, lastTxnSeq)
+		}
+		lastTxnSeq = e.rec.TxnSeq
+		if e.rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			continue
+		}
+		version++
+		if e.rec.Version != version {
+			t.Fatalf("record %d: version %d, want %d", i, e.rec.Version, version)
+		}
+		txn := &lancepb.Transaction{}
+		if err := proto.Unmarshal(e.rec.Transaction, txn); err != nil {
+			t.Fatal(err)
+		}
+		next, err := applyTxn(head, txn, nil)
+		if err != nil {
+			t.Fatalf("replay version %d: %v", version, err)
+		}
+		if next.Version() != version {
+			t.Fatalf("replay produced version %d, want %d", next.Version(), version)
+		}
+		head = next
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("txn %s has %d decisions, want 1", id, n)
+		}
+	}
+	var missing []string
+	for _, id := range staged {
+		if seen[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("%d staged txns have no decision: %v", len(missing), missing[:min(len(missing), 5)])
+	}
+	return head
+}
+
+func runServer(t testing.TB) *natstest.Server {
+	return natstest.RunServer(t)
+}

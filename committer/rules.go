@@ -1,0 +1,169 @@
+package committer
+
+// rules.go is the only file that calls the table model's apply and rebase
+// rules and the precondition evaluator. The rest of the package sees their
+// results as rejection reasons, violations and manifests.
+
+import (
+	"errors"
+	"fmt"
+
+	"cellguard/evaluator"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// history gives the decision core access to versions before head: the
+// manifests (to pin a read version) and the transactions committed at each
+// version (to check conflicts). It reads from memory first, then from
+// checkpoints and the decision log.
+type history interface {
+	table.Versions
+	// Committed returns the transaction committed at version.
+	Committed(version uint64) (*lancepb.Transaction, error)
+}
+
+// rejection is a typed reason to reject, produced by the rules.
+type rejection struct {
+	reason          cellguardpb.Reason
+	msg             string
+	violations      []*cellguardpb.Violation
+	conflictVersion uint64
+	conflictTxn     string
+}
+
+func (r *rejection) Error() string { return r.reason.String() + ": " + r.msg }
+
+func reject(reason cellguardpb.Reason, format string, args ...any) *rejection {
+	return &rejection{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// deletionWrite is a deletion file a rebase asks the committer to write
+// before the decision is appended.
+type deletionWrite = table.NewDeletionFile
+
+// ruleOptions carries per-committer settings into the rules.
+type ruleOptions struct {
+	deletions table.DeletionVectors
+	policy    evaluator.DeletionPolicy
+	limits    evaluator.Limits
+	hist      history
+}
+
+// checkPreconditions validates txn's preconditions against the pinned
+// manifest and evaluates them against head. Any failure is a *rejection;
+// a violation names the version and transaction that changed the cells.
+func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, op table.Op, opts ruleOptions) error {
+	if len(txn.GetPreconditions()) == 0 {
+		return nil
+	}
+	switch op {
+	case table.OpOverwrite, table.OpRestore:
+		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed on %s", op)
+	}
+	pre, err := evaluator.Prepare(pinned, txn, opts.limits)
+	if err != nil {
+		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
+	}
+	eo := evaluator.Options{Policy: opts.policy, Deletions: opts.deletions}
+	v, err := evaluator.Evaluate(pinned, head, pre, eo)
+	if err != nil {
+		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "evaluate: %v", err)
+	}
+	if v.Accepted() {
+		return nil
+	}
+	if steps, err := blameSteps(pinned, head, opts.hist); err == nil {
+		v = evaluator.Blame(pinned, steps, pre, v, eo)
+	}
+	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), pinned.Version())
+	for _, x := range v.Violations {
+		r.violations = append(r.violations, &cellguardpb.Violation{
+			PreconditionIndex: uint32(x.Precondition),
+			FieldId:           x.FieldID,
+			FragmentId:        x.FragmentID,
+			Reason:            x.Reason.String(),
+			SampleRows:        x.Rows,
+			CulpritVersion:    x.Version,
+			CulpritTxnUuid:    x.TxnUUID,
+		})
+	}
+	if len(v.Violations) > 0 {
+		x := v.Violations[0]
+		r.msg += fmt.Sprintf("; first: %s", x)
+	}
+	return r
+}
+
+// blameSteps lists the versions after pinned up to head for Blame.
+func blameSteps(pinned, head *table.Manifest, hist history) ([]evaluator.Step, error) {
+	var steps []evaluator.Step
+	prev := pinned
+	for v := pinned.Version() + 1; v <= head.Version(); v++ {
+		txn, err := hist.Committed(v)
+		if err != nil {
+			return nil, err
+		}
+		m := head
+		if v < head.Version() {
+			if m, err = hist.Manifest(v); err != nil {
+				if m, err = table.Apply(prev, txn, hist); err != nil {
+					return nil, err
+				}
+			}
+		}
+		steps = append(steps, evaluator.Step{Version: v, TxnUUID: txn.GetUuid(), Manifest: m})
+		prev = m
+	}
+	return steps, nil
+}
+
+// land checks txn for conflicts with everything committed after its read
+// version and rebases it onto head. It returns the transaction as it will
+// be committed and the deletion files to write first. Conflicts are
+// *rejection values.
+func land(pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
+	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions}
+	for v := txn.GetReadVersion() + 1; v <= head.Version(); v++ {
+		other, err := opts.hist.Committed(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		in.Committed = append(in.Committed, table.Committed{Version: v, Txn: other})
+	}
+	res, err := table.Rebase(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c := res.Conflict; c != nil {
+		reason := cellguardpb.Reason_CONFLICT_RETRYABLE
+		if c.Resolution == table.Incompatible {
+			reason = cellguardpb.Reason_CONFLICT_INCOMPATIBLE
+		}
+		r := reject(reason, "%s conflicts with %s committed at version %d: %s", c.Ours, c.Theirs, c.TheirsVersion, c.Reason)
+		r.conflictVersion, r.conflictTxn = c.TheirsVersion, c.TheirsUUID
+		return nil, nil, r
+	}
+	return res.Txn, res.NewDeletionFiles, nil
+}
+
+// applyTxn applies a committed transaction to head (nil for creation) and
+// returns the next manifest. It is used both when deciding and when
+// replaying the log, so the two cannot diverge.
+func applyTxn(head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
+	return table.Apply(head, txn, older)
+}
+
+// errorReason maps an error from the table model to a rejection reason:
+// problems with the transaction are INVALID_TRANSACTION, anything else
+// (storage, I/O) is INTERNAL.
+func errorReason(err error) cellguardpb.Reason {
+	switch {
+	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, table.ErrInvalidTransaction):
+		return cellguardpb.Reason_INVALID_TRANSACTION
+	case errors.Is(err, table.ErrVersionNotFound):
+		return cellguardpb.Reason_READ_VERSION_TOO_OLD
+	}
+	return cellguardpb.Reason_INTERNAL
+}

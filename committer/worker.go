@@ -1,0 +1,435 @@
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+)
+
+// worker owns one dataset: its state, its consumer, its checkpoints. All
+// of its methods run on its one goroutine (run), apart from the consume
+// callback, which only hands messages over a channel, and the checkpoint
+// writer, which only reads immutable manifests.
+type worker struct {
+	c     *Committer
+	ds    string
+	st    *state
+	in    chan jetstream.Msg
+	cons  jetstream.Consumer
+	cc    jetstream.ConsumeContext
+	quit  chan struct{} // closed to release a blocked consume callback
+	pinID string
+	// needGap asks for a check that no undecided message precedes the next
+	// batch (after start, a reset, a fence or a pin change).
+	needGap bool
+	// cursor is the highest CG_TXN sequence handled (decided or skipped).
+	cursor uint64
+	cp     *checkpointer
+}
+
+func newWorker(c *Committer, ds string) *worker {
+	return &worker{c: c, ds: ds}
+}
+
+// run loads the dataset's state, consumes its staged messages and decides
+// them until ctx is done (nil) or something fails (an error; the caller
+// restarts the worker from scratch).
+func (w *worker) run(ctx context.Context) error {
+	c := w.c
+	if err := w.load(ctx); err != nil {
+		return err
+	}
+	w.cp = newCheckpointer(c, w.ds)
+	defer w.cp.close()
+	if err := w.ensureConsumer(ctx); err != nil {
+		return err
+	}
+	if c.cfg.TakeoverOnStart {
+		w.takeover(ctx)
+	}
+	w.in = make(chan jetstream.Msg, 2*c.cfg.MaxAckPending)
+	if err := w.consume(); err != nil {
+		return err
+	}
+	defer func() { w.stopConsume() }()
+	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
+	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
+	for {
+		select {
+		case <-ctx.Done():
+			w.stopConsume()
+			w.nakBuffered()
+			return nil
+		case m := <-w.in:
+			batch = append(batch[:0], m)
+		}
+	drain:
+		for len(batch) < c.cfg.BatchSize {
+			select {
+			case m := <-w.in:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		if err := w.process(ctx, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// load builds the state from the latest checkpoint and the log.
+func (w *worker) load(ctx context.Context) error {
+	c := w.c
+	lim := limits{
+		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
+		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
+	}
+	if c.dvRoot != nil {
+		lim.rules.deletions = c.dvRoot.dataset(w.ds)
+	}
+	st := newState(w.ds, lim, nil)
+	st.older = &logHistory{c: c, st: st}
+	if err := c.loadState(ctx, st); err != nil {
+		return err
+	}
+	w.st = st
+	w.cursor = st.lastTxnSeq
+	w.needGap = true
+	return nil
+}
+
+func (w *worker) ensureConsumer(ctx context.Context) error {
+	c := w.c
+	cfg := jetstream.ConsumerConfig{
+		Durable:        c.sc.Consumer(w.ds),
+		Description:    "cellguard committer for dataset " + w.ds,
+		FilterSubject:  c.sc.Txn(w.ds),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxAckPending:  c.cfg.MaxAckPending,
+		AckWait:        c.cfg.AckWait,
+		MaxDeliver:     -1,
+		PriorityGroups: []string{subject.PriorityGroup},
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PinnedTTL:      c.cfg.PinnedTTL,
+	}
+	cons, err := c.txn.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("committer: consumer for %s: %w", w.ds, err)
+	}
+	w.cons = cons
+	return nil
+}
+
+// takeover moves the pin to this committer and redelivers what a dead
+// predecessor held.
+func (w *worker) takeover(ctx context.Context) {
+	name := w.c.sc.Consumer(w.ds)
+	_ = w.c.txn.UnpinConsumer(ctx, name, subject.PriorityGroup) // not pinned is fine
+	if _, err := w.c.txn.ResetConsumer(ctx, name); err != nil {
+		w.c.log.Warn("takeover: reset consumer", "dataset", w.ds, "err", err)
+	}
+}
+
+func (w *worker) consume() error {
+	in, quit := w.in, make(chan struct{})
+	// The callback never blocks a stop: stopConsume closes quit before it
+	// waits for the consume context to close.
+	cc, err := w.cons.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-quit:
+		}
+	},
+		jetstream.PullPriorityGroup(subject.PriorityGroup),
+		jetstream.PullExpiry(w.c.cfg.PullExpiry),
+		jetstream.PullMaxMessages(w.c.cfg.BatchSize),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				w.c.log.Debug("consume", "dataset", w.ds, "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("committer: consume %s: %w", w.ds, err)
+	}
+	w.cc, w.quit = cc, quit
+	return nil
+}
+
+func (w *worker) stopConsume() {
+	if w.cc != nil {
+		close(w.quit)
+		w.cc.Stop()
+		<-w.cc.Closed()
+		w.cc = nil
+	}
+}
+
+// nakBuffered hands back the messages received but not decided.
+func (w *worker) nakBuffered() {
+	for {
+		select {
+		case m := <-w.in:
+			_ = m.Nak()
+		default:
+			return
+		}
+	}
+}
+
+// restart drops everything buffered, resets the consumer so delivery
+// starts again at the oldest unacked message, in order, and consumes anew.
+func (w *worker) restart(ctx context.Context) error {
+	w.stopConsume()
+	for len(w.in) > 0 {
+		<-w.in
+	}
+	if _, err := w.c.txn.ResetConsumer(ctx, w.c.sc.Consumer(w.ds)); err != nil {
+		return fmt.Errorf("committer: reset consumer of %s: %w", w.ds, err)
+	}
+	w.needGap = true
+	return w.consume()
+}
+
+// process decides one batch: skip what is decided, decide the rest in
+// order, append the decisions as one fenced atomic batch, then ack.
+//
+// The batch in hand is finished even if ctx ends meanwhile (its I/O runs
+// on a context without cancellation); only retries stop when ctx is done,
+// handing the batch back.
+func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
+	c := w.c
+	ctx := context.WithoutCancel(runCtx)
+	ins := make([]staged, len(batch))
+	stamps := make([]time.Time, len(batch))
+	redelivered, pinChanged := false, false
+	var pending uint64
+	for i, m := range batch {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("committer: metadata: %w", err)
+		}
+		ins[i] = staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID)}
+		stamps[i] = md.Timestamp
+		redelivered = redelivered || md.NumDelivered > 1
+		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
+			pinChanged, w.pinID = w.pinID != "", pin
+		}
+		pending = md.NumPending
+	}
+	c.metrics.pending.WithLabelValues(w.ds).Set(float64(pending))
+	if w.needGap || redelivered || pinChanged {
+		gap, err := w.gapBefore(ctx, ins)
+		if err != nil {
+			return err
+		}
+		if gap {
+			return w.restart(ctx)
+		}
+		w.needGap = false
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.decideAndAppend(ctx, batch, ins, stamps)
+		if err == nil || errors.Is(err, errCrash) {
+			return err
+		}
+		if errors.Is(err, ErrFenced) {
+			c.metrics.fencing.WithLabelValues(w.ds).Inc()
+			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
+		} else {
+			c.metrics.appendErr.WithLabelValues(w.ds).Inc()
+			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
+		}
+		if err := w.catchUp(ctx); err != nil {
+			return err
+		}
+		if errors.Is(err, ErrFenced) || attempt >= 20 || runCtx.Err() != nil {
+			// Someone else is deciding: hand back what is still undecided.
+			w.ackDecided(batch, ins, true)
+			w.needGap = true
+			return nil
+		}
+		time.Sleep(backoff(attempt))
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 6)
+	return min(d, time.Second)
+}
+
+// gapBefore reports whether an undecided staged message of the dataset
+// precedes the batch: the next message after the cursor on the dataset's
+// subject is not the batch's first one.
+func (w *worker) gapBefore(ctx context.Context, ins []staged) (bool, error) {
+	first := ins[0].seq
+	for _, in := range ins {
+		if in.seq > w.cursor {
+			first = min(first, in.seq)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := w.c.txn.GetMsg(ctx, w.cursor+1, jetstream.WithGetMsgSubject(w.c.sc.Txn(w.ds)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("committer: gap check for %s: %w", w.ds, err)
+	}
+	if m.Sequence < first {
+		w.c.log.Info("undecided message before batch; redelivering in order", "dataset", w.ds, "next", m.Sequence, "batch", first)
+		return true, nil
+	}
+	return false, nil
+}
+
+// decideAndAppend is one attempt at a batch. On error the state is rolled
+// back to what it was before the attempt.
+func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins []staged, stamps []time.Time) error {
+	c, st := w.c, w.st
+	m := st.mark()
+	var recs []*cellguardpb.Decision
+	var verdicts []verdict
+	var idx []int
+	for i, in := range ins {
+		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
+			continue // decided already (a redelivery): ack only
+		}
+		v := st.decide(in)
+		if v.skip {
+			continue // the uuid has a decision (a republish): ack only
+		}
+		recs, verdicts, idx = append(recs, v.rec), append(verdicts, v), append(idx, i)
+	}
+	if err := c.step(StepDecided, w.ds); err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		if err := w.writeDeletions(verdicts); err != nil {
+			st.rollback(m)
+			return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
+		}
+		seqs, err := w.append(ctx, m.lastDecSeq, recs)
+		if err != nil {
+			st.rollback(m)
+			return err
+		}
+		st.commit(m, recs, seqs)
+		if err := c.step(StepAppended, w.ds); err != nil {
+			return err
+		}
+		now := time.Now()
+		for j, r := range recs {
+			c.metrics.decisions.WithLabelValues(w.ds, outcomeLabel(r), reasonLabel(r)).Inc()
+			c.metrics.latency.Observe(now.Sub(stamps[idx[j]]).Seconds())
+			if r.ReadVersion > 0 {
+				c.metrics.readLag.Observe(float64(verdicts[j].lag))
+			}
+		}
+		c.metrics.batch.Observe(float64(len(recs)))
+		c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+	}
+	for i, msg := range batch {
+		_ = msg.Ack()
+		if i == len(batch)/2 && len(batch) > 1 {
+			if err := c.step(StepPartialAck, w.ds); err != nil {
+				return err
+			}
+		}
+	}
+	for _, in := range ins {
+		w.cursor = max(w.cursor, in.seq)
+	}
+	if err := c.step(StepAcked, w.ds); err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		w.maybeCheckpoint(m.head)
+	}
+	return nil
+}
+
+// append appends recs fenced on expect. Batches of at least
+// AtomicBatchMin decisions go as one atomic batch; smaller ones as a chain
+// of single fenced appends, each guarded by the sequence the previous one
+// got (an atomic batch has a fixed cost, an fsync on single-replica file
+// streams, that only pays off for larger groups). A chain that fails part
+// way is rolled back as a whole; the caller's catch-up reads back what did
+// land.
+func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.Decision) ([]uint64, error) {
+	c := w.c
+	if len(recs) >= c.cfg.AtomicBatchMin {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.appendDecisions(actx, w.ds, expect, recs)
+	}
+	seqs := make([]uint64, 0, len(recs))
+	for i := range recs {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s, err := c.appendDecisions(actx, w.ds, expect, recs[i:i+1])
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		expect = s[0]
+		seqs = append(seqs, expect)
+		if i == len(recs)/2 && len(recs) > 1 {
+			if err := c.step(StepMidBatch, w.ds); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return seqs, nil
+}
+
+// ackDecided acks the batch messages that now have a decision; the others
+// are nak'ed (handed to whoever is pinned) when nak is set.
+func (w *worker) ackDecided(batch []jetstream.Msg, ins []staged, nak bool) {
+	for i, m := range batch {
+		switch {
+		case ins[i].seq <= w.st.lastTxnSeq:
+			_ = m.Ack()
+		case nak:
+			_ = m.Nak()
+		}
+	}
+}
+
+// catchUp folds the log records appended since the state's last one.
+func (w *worker) catchUp(ctx context.Context) error {
+	w.c.metrics.resyncs.WithLabelValues(w.ds).Inc()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st := w.st
+	_, err := w.c.scanLog(ctx, w.ds, w.c.sc.DecOf(w.ds), st.lastDecSeq+1, false, func(r logRecord) error {
+		return st.replay(r.rec, r.seq)
+	})
+	if err != nil {
+		return err
+	}
+	w.cursor = max(w.cursor, st.lastTxnSeq)
+	w.c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+	return nil
+}
+
+func outcomeLabel(r *cellguardpb.Decision) string {
+	if r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
+		return "committed"
+	}
+	return "rejected"
+}
+
+func reasonLabel(r *cellguardpb.Decision) string {
+	if r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
+		return ""
+	}
+	return r.Reason.String()
+}

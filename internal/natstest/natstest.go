@@ -1,0 +1,264 @@
+// Package natstest starts real, in-process JetStream servers for tests: a
+// single node (RunServer) or a 3-node cluster (RunCluster). Servers listen
+// on loopback only, on ports drawn at start-up, with their file stores in
+// t.TempDir(); t.Cleanup shuts them down.
+//
+// Typical use:
+//
+//	srv := natstest.RunServer(t)
+//	nc, js := natstest.Connect(t, srv.ClientURL())
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Server is one embedded JetStream server. Restart keeps its store
+// directory and ports.
+type Server struct {
+	*server.Server
+	opts *server.Options
+}
+
+// Option adjusts the server options before start.
+type Option func(*server.Options)
+
+// Options returns the options RunServer starts from.
+func Options(storeDir string) *server.Options {
+	return &server.Options{
+		ServerName:         "n1",
+		Host:               "127.0.0.1",
+		Port:               -1,
+		JetStream:          true,
+		StoreDir:           storeDir,
+		JetStreamMaxMemory: 256 << 20,
+		JetStreamMaxStore:  8 << 30,
+		NoLog:              true,
+		NoSigs:             true,
+		MaxPayload:         8 << 20,
+		JetStreamLimits:    server.JSLimitOpts{DefaultMaxConsumers: -1},
+	}
+}
+
+// RunServer starts a single-node JetStream server with its store in a
+// fresh temporary directory.
+func RunServer(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	o := Options(t.TempDir())
+	for _, fn := range opts {
+		fn(o)
+	}
+	s := &Server{opts: o}
+	if err := s.start(); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() error {
+	srv, err := server.NewServer(s.opts)
+	if err != nil {
+		return fmt.Errorf("new server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("server %s not ready", s.opts.ServerName)
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		return fmt.Errorf("server %s started without JetStream", s.opts.ServerName)
+	}
+	// Pin the drawn port so a restart comes back at the same address.
+	if addr, ok := srv.Addr().(*net.TCPAddr); ok {
+		s.opts.Port = addr.Port
+	}
+	s.Server = srv
+	return nil
+}
+
+// Stop shuts the server down and waits for its stores to flush. It is safe
+// to call on a stopped server.
+func (s *Server) Stop() {
+	if s.Server == nil {
+		return
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	s.Server = nil
+}
+
+// Restart stops the server, if running, and starts it again with the same
+// store directory and ports.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	var err error
+	for i := 0; i < 20; i++ { // the port may linger briefly
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("natstest: restart: %v", err)
+}
+
+// StoreDir returns the JetStream store directory.
+func (s *Server) StoreDir() string { return s.opts.StoreDir }
+
+// URL returns the client URL, also while the server is stopped.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
+
+// Connect dials url (a comma-separated list for clusters) with endless
+// reconnects and returns the connection and its JetStream context; both are
+// closed at cleanup.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.Timeout(2 * time.Second)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("natstest: connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// Cluster is an in-process JetStream cluster on loopback.
+type Cluster struct {
+	Servers []*Server
+}
+
+// RunCluster starts an n-node cluster and waits until JetStream has a meta
+// leader. Route ports are drawn by holding listeners until all are known.
+func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	var routes []string
+	for i := 0; i < n; i++ {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
+	}
+	c := &Cluster{}
+	for i := 0; i < n; i++ {
+		o := Options(t.TempDir())
+		o.ServerName = fmt.Sprintf("n%d", i+1)
+		o.Port = ports[i]
+		o.Cluster = server.ClusterOpts{Name: "cgtest", Host: "127.0.0.1", Port: ports[n+i]}
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		for _, fn := range opts {
+			fn(o)
+		}
+		c.Servers = append(c.Servers, &Server{opts: o})
+	}
+	for _, s := range c.Servers {
+		if err := s.start(); err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		t.Cleanup(s.Stop)
+	}
+	c.WaitReady(t)
+	return c
+}
+
+// URLs returns the comma-separated client URLs of all nodes.
+func (c *Cluster) URLs() string {
+	var u []string
+	for _, s := range c.Servers {
+		u = append(u, s.URL())
+	}
+	return strings.Join(u, ",")
+}
+
+// WaitReady waits until the JetStream API answers through a running node.
+func (c *Cluster) WaitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers {
+			if s.Server == nil {
+				continue
+			}
+			if ready(s.URL()) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("natstest: cluster has no JetStream meta leader after 30s")
+}
+
+func ready(url string) bool {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err == nil
+}
+
+// StreamLeader returns the running node that leads stream (in the global
+// account), or nil.
+func (c *Cluster) StreamLeader(stream string) *Server {
+	for _, s := range c.Servers {
+		if s.Server != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return s
+		}
+	}
+	return nil
+}
+
+// WaitStreamLeader waits until some running node leads stream.
+func (c *Cluster) WaitStreamLeader(t testing.TB, stream string) *Server {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := c.StreamLeader(stream); s != nil {
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("natstest: stream %s has no leader", stream)
+	return nil
+}
+
+// freePorts draws n distinct loopback ports, holding every listener until
+// all are drawn so none is handed out twice.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: draw port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}

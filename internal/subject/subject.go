@@ -1,0 +1,214 @@
+// Package subject is the one place where cellguard's NATS subjects, stream
+// names, consumer names, object keys and header names are formatted and
+// parsed. The committer, the producer SDK, the events SDK and the command
+// line all go through it, so the scheme cannot drift between them.
+//
+// With the default prefix "cg":
+//
+//	cg.txn.<dataset>                staged transactions (stream CG_TXN)
+//	cg.dec.<dataset>.committed      decision log, committed records (stream CG_DEC)
+//	cg.dec.<dataset>.rejected       decision log, rejected records (stream CG_DEC)
+//	CG_CHECKPOINTS <dataset>/<ver>  manifest checkpoints (object store)
+//
+// A dataset name is one subject token of 1 to 64 characters from
+// [A-Za-z0-9_-]; Validate checks it and every formatter panics on an
+// unvalidated name only through the Must helpers.
+package subject
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DefaultPrefix is the subject prefix used when none is configured.
+const DefaultPrefix = "cg"
+
+// MaxDatasetLen is the longest dataset name accepted.
+const MaxDatasetLen = 64
+
+// Header names used on staged messages and decision records.
+const (
+	// HdrMsgID is NATS's deduplication header.
+	HdrMsgID = "Nats-Msg-Id"
+	// HdrTxnID carries the transaction uuid on a decision record.
+	HdrTxnID = "Cg-Txn-Id"
+	// HdrTxnSeq carries the CG_TXN stream sequence of the decided message.
+	HdrTxnSeq = "Cg-Txn-Seq"
+	// HdrVersion carries the committed version on a committed record.
+	HdrVersion = "Cg-Version"
+	// HdrReason carries the rejection reason name on a rejected record.
+	HdrReason = "Cg-Reason"
+)
+
+// Outcome is the last token of a decision subject.
+type Outcome string
+
+// The two decision outcomes.
+const (
+	Committed Outcome = "committed"
+	Rejected  Outcome = "rejected"
+)
+
+// ErrInvalidDataset is wrapped by every dataset name validation failure.
+var ErrInvalidDataset = errors.New("invalid dataset name")
+
+// ErrInvalidPrefix is returned by NewScheme for a prefix that is not a
+// single subject token of letters, digits, '_' or '-'.
+var ErrInvalidPrefix = errors.New("invalid subject prefix")
+
+// ErrNotOurs is returned by the parsers for a subject outside the scheme.
+var ErrNotOurs = errors.New("subject not in scheme")
+
+// DatasetError names the offending dataset and why it was refused.
+type DatasetError struct {
+	Name   string
+	Reason string
+}
+
+func (e *DatasetError) Error() string {
+	return fmt.Sprintf("%s %q: %s", ErrInvalidDataset, e.Name, e.Reason)
+}
+
+// Unwrap returns ErrInvalidDataset.
+func (e *DatasetError) Unwrap() error { return ErrInvalidDataset }
+
+// Validate checks that name is a valid dataset name. The error is a
+// *DatasetError wrapping ErrInvalidDataset.
+func Validate(name string) error {
+	if name == "" {
+		return &DatasetError{Name: name, Reason: "empty"}
+	}
+	if len(name) > MaxDatasetLen {
+		return &DatasetError{Name: name, Reason: "longer than " + strconv.Itoa(MaxDatasetLen) + " bytes"}
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return !tokenRune(r) }); i >= 0 {
+		return &DatasetError{Name: name, Reason: fmt.Sprintf("character %q at %d is not in [A-Za-z0-9_-]", name[i], i)}
+	}
+	return nil
+}
+
+func tokenRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+}
+
+// Scheme formats and parses the subjects of one deployment.
+// The zero Scheme uses DefaultPrefix.
+type Scheme struct {
+	prefix string
+}
+
+// NewScheme returns the scheme for prefix ("" means DefaultPrefix).
+func NewScheme(prefix string) (Scheme, error) {
+	if prefix == "" {
+		return Scheme{}, nil
+	}
+	if len(prefix) > 32 || strings.IndexFunc(prefix, func(r rune) bool { return !tokenRune(r) }) >= 0 {
+		return Scheme{}, fmt.Errorf("%w: %q", ErrInvalidPrefix, prefix)
+	}
+	return Scheme{prefix: prefix}, nil
+}
+
+// Prefix returns the subject prefix.
+func (s Scheme) Prefix() string {
+	if s.prefix == "" {
+		return DefaultPrefix
+	}
+	return s.prefix
+}
+
+func (s Scheme) upper() string { return strings.ToUpper(strings.ReplaceAll(s.Prefix(), "-", "_")) }
+
+// TxnStream is the name of the staged-transaction stream (CG_TXN).
+func (s Scheme) TxnStream() string { return s.upper() + "_TXN" }
+
+// DecStream is the name of the decision log stream (CG_DEC).
+func (s Scheme) DecStream() string { return s.upper() + "_DEC" }
+
+// CheckpointBucket is the name of the checkpoint object store (CG_CHECKPOINTS).
+func (s Scheme) CheckpointBucket() string { return s.upper() + "_CHECKPOINTS" }
+
+// Txn returns the staging subject of dataset ds.
+func (s Scheme) Txn(ds string) string { return s.Prefix() + ".txn." + ds }
+
+// TxnAll matches every staging subject.
+func (s Scheme) TxnAll() string { return s.Prefix() + ".txn.*" }
+
+// Dec returns the decision subject of ds for outcome o.
+func (s Scheme) Dec(ds string, o Outcome) string { return s.Prefix() + ".dec." + ds + "." + string(o) }
+
+// DecOf matches both decision subjects of ds: the fencing domain.
+func (s Scheme) DecOf(ds string) string { return s.Prefix() + ".dec." + ds + ".*" }
+
+// DecAll matches every decision subject.
+func (s Scheme) DecAll() string { return s.Prefix() + ".dec.*.*" }
+
+// RejectedAll matches the rejected records of every dataset.
+func (s Scheme) RejectedAll() string { return s.Prefix() + ".dec.*." + string(Rejected) }
+
+// Consumer returns the durable consumer name of the committer for ds. A
+// token that is not a valid dataset name (it still needs its messages
+// rejected) gets a name derived from its hash, since consumer names allow
+// fewer characters than subject tokens.
+func (s Scheme) Consumer(ds string) string {
+	if Validate(ds) != nil {
+		h := sha256.Sum256([]byte(ds))
+		return "commit-x" + hex.EncodeToString(h[:12])
+	}
+	return "commit-" + ds
+}
+
+// PriorityGroup is the priority group committers pull from.
+const PriorityGroup = "committer"
+
+// ParseTxn returns the dataset token of a staging subject. The token is
+// not validated: a staged message on a badly named dataset still needs a
+// decision.
+func (s Scheme) ParseTxn(subj string) (string, error) {
+	rest, ok := strings.CutPrefix(subj, s.Prefix()+".txn.")
+	if !ok || rest == "" || strings.Contains(rest, ".") {
+		return "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	return rest, nil
+}
+
+// ParseDec returns the dataset and outcome of a decision subject.
+func (s Scheme) ParseDec(subj string) (string, Outcome, error) {
+	rest, ok := strings.CutPrefix(subj, s.Prefix()+".dec.")
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	ds, o, ok := strings.Cut(rest, ".")
+	if !ok || ds == "" || (Outcome(o) != Committed && Outcome(o) != Rejected) {
+		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	return ds, Outcome(o), nil
+}
+
+// CheckpointKey returns the object name of the checkpoint of ds at version.
+func CheckpointKey(ds string, version uint64) string {
+	return ds + "/" + strconv.FormatUint(version, 10)
+}
+
+// ParseCheckpointKey splits a checkpoint object name.
+func ParseCheckpointKey(key string) (ds string, version uint64, err error) {
+	ds, v, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", 0, fmt.Errorf("%w: checkpoint key %q", ErrNotOurs, key)
+	}
+	version, err = strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: checkpoint key %q", ErrNotOurs, key)
+	}
+	return ds, version, nil
+}
+
+// DecisionMsgID is the Nats-Msg-Id of the decision for a transaction uuid.
+func DecisionMsgID(txnID string) string { return "dec-" + txnID }
+
+// AnonymousTxnID is the identity used for a staged message whose body has
+// no readable uuid (garbage bytes, truncated protobuf): its stream sequence.
+func AnonymousTxnID(txnSeq uint64) string { return "seq-" + strconv.FormatUint(txnSeq, 10) }
