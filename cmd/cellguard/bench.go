@@ -1,0 +1,639 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/committer"
+	"cellguard/internal/subject"
+	"cellguard/proto/lancepb"
+)
+
+// bench drives a real committer on an embedded server with concurrent
+// producers and, in the same run, a raw JetStream loop doing the same I/O
+// without evaluation (publish staged, consume, publish decisions as an
+// atomic batch, ack).
+func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("txns", 20000, "transactions per throughput run")
+	producers := fs.Int("producers", 256, "concurrent producers (each stages, then awaits its decision)")
+	batches := fs.String("batches", "1,8,64,256", "group-commit batch sizes to measure")
+	pres := fs.String("preconditions", "0,1,16,128", "precondition sizes (fragments protected per transaction) to measure, at the largest batch size")
+	many := fs.Int("datasets", 1000, "datasets in the many-datasets run (0: skip)")
+	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets run")
+	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
+	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "cellguard-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	if os.Getenv("CELLGUARD_BENCH_LOG") != "" {
+		quiet = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	b0 := quiet
+	srv, err := embedded(*dir, -1, quiet)
+	if err != nil {
+		return err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	b := &bencher{srv: srv, n: *n, producers: *producers, out: stdout, log: b0}
+	bs, err := parseInts(*batches)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ps, err := parseInts(*pres)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, embedded JetStream (file store, R1), GOMAXPROCS=%s\n\n",
+		*n, *producers, envOr("GOMAXPROCS", "all cores"))
+	fmt.Fprintf(stdout, "%-34s %10s %9s %9s %9s\n", "run", "commits/s", "p50", "p99", "vs raw")
+	for _, bsz := range bs {
+		raw, err := b.run(ctx, runSpec{raw: true, batch: bsz})
+		if err != nil {
+			return err
+		}
+		b.print(fmt.Sprintf("raw JetStream  batch=%d", bsz), raw, 0)
+		got, err := b.run(ctx, runSpec{batch: bsz})
+		if err != nil {
+			return err
+		}
+		b.print(fmt.Sprintf("committer      batch=%d", bsz), got, raw.rate)
+		if *latency {
+			rawHalf, err := b.run(ctx, runSpec{raw: true, batch: bsz, rate: got.rate / 2})
+			if err != nil {
+				return err
+			}
+			b.print(fmt.Sprintf("  raw, offered %.0f/s", got.rate/2), rawHalf, 0)
+			half, err := b.run(ctx, runSpec{batch: bsz, rate: got.rate / 2})
+			if err != nil {
+				return err
+			}
+			b.print(fmt.Sprintf("  committer, offered %.0f/s", got.rate/2), half, 0)
+		}
+	}
+	top := 256
+	if len(bs) > 0 {
+		top = bs[len(bs)-1]
+	}
+	for _, p := range ps {
+		got, err := b.run(ctx, runSpec{batch: top, pre: p})
+		if err != nil {
+			return err
+		}
+		b.print(fmt.Sprintf("committer batch=%d pre=%d frags", top, p), got, 0)
+	}
+	if *many > 0 {
+		got, err := b.runMany(ctx, *many, *manyTxns)
+		if err != nil {
+			return err
+		}
+		b.print(fmt.Sprintf("%d datasets × %d txns", *many, *manyTxns), got, 0)
+	}
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+type bencher struct {
+	srv       *server.Server
+	n         int
+	producers int
+	out       io.Writer
+	runs      int
+	log       *slog.Logger
+}
+
+type runSpec struct {
+	raw   bool
+	batch int
+	pre   int     // fragments each precondition protects
+	rate  float64 // transactions/s; 0 = as fast as possible
+}
+
+type result struct {
+	rate     float64
+	p50, p99 time.Duration
+	rejected int64
+}
+
+func (b *bencher) print(name string, r result, raw float64) {
+	ratio := ""
+	if raw > 0 {
+		ratio = fmt.Sprintf("%.2f×", r.rate/raw)
+	}
+	rej := ""
+	if r.rejected > 0 {
+		rej = fmt.Sprintf("  (%d rejected)", r.rejected)
+	}
+	fmt.Fprintf(b.out, "%-34s %10.0f %9s %9s %9s%s\n", name, r.rate, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), ratio, rej)
+}
+
+const benchFragments = 256
+
+// run measures one configuration on a fresh dataset (and, for the
+// committer, a fresh committer limited to it).
+func (b *bencher) run(ctx context.Context, spec runSpec) (result, error) {
+	b.runs++
+	prefix := "cg"
+	if spec.raw {
+		prefix = "raw"
+	}
+	sc, _ := subject.NewScheme(prefix)
+	ds := fmt.Sprintf("bench%d", b.runs)
+	nc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		return result{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
+	if err != nil {
+		return result{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if spec.raw {
+		if err := b.startRaw(rctx, &wg, sc, ds, spec.batch); err != nil {
+			return result{}, err
+		}
+	} else {
+		cnc, err := nats.Connect(b.srv.ClientURL())
+		if err != nil {
+			return result{}, err
+		}
+		defer cnc.Close()
+		c, err := committer.New(cnc, committer.Config{
+			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds},
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20,
+		})
+		if err != nil {
+			return result{}, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Run(rctx) }()
+		for !c.Ready() {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Follow decisions on a core subscription.
+	tr := newTracker(b.n + 1)
+	sub, err := nc.Subscribe(sc.DecOf(ds), tr.onDecision)
+	if err != nil {
+		return result{}, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	// Create the dataset with benchFragments fragments, then measure.
+	create := newUUID()
+	if err := publish(ctx, js, sc, ds, create, benchCreate(create), tr); err != nil {
+		return result{}, err
+	}
+	if err := tr.wait(ctx, 1, time.Minute); err != nil {
+		return result{}, err
+	}
+	tr.reset()
+	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
+		return result{}, err
+	}
+	if err := tr.wait(ctx, b.n, 5*time.Minute); err != nil {
+		return result{}, err
+	}
+	return tr.result(b.n), nil
+}
+
+// produce stages b.n appends. At full speed (rate 0) each of b.producers
+// workers reads the head, stages, and waits for its decision before the
+// next, as a pipeline worker does; the read lag is then at most the number
+// of producers. At a fixed rate producers stage open-loop on a schedule.
+func (b *bencher) produce(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds string, spec runSpec, tr *tracker) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, b.producers)
+	per := b.n / b.producers
+	tokens := pace(ctx, spec.rate, b.n)
+	for p := 0; p < b.producers; p++ {
+		count := per
+		if p == b.producers-1 {
+			count = b.n - per*(b.producers-1)
+		}
+		wg.Add(1)
+		go func(p, count int) {
+			defer wg.Done()
+			done := make(chan struct{}, 1)
+			for i := 0; i < count; i++ {
+				id := newUUID()
+				body := benchAppend(id, max(tr.head.Load(), 1), spec.pre)
+				if spec.rate > 0 {
+					select {
+					case <-tokens:
+					case <-ctx.Done():
+						return
+					}
+					body = benchAppend(id, max(tr.head.Load(), 1), spec.pre)
+					if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				tr.await(id, done)
+				if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
+					errs <- err
+					return
+				}
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Minute):
+					errs <- fmt.Errorf("bench: no decision for %s after a minute", id)
+					return
+				}
+			}
+		}(p, count)
+	}
+	wg.Wait()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		return fmt.Errorf("bench: staging did not complete")
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// pace hands out n tokens at rate per second (nil channel for rate 0).
+func pace(ctx context.Context, rate float64, n int) <-chan struct{} {
+	if rate <= 0 {
+		return nil
+	}
+	ch := make(chan struct{}, n)
+	go func() {
+		start := time.Now()
+		sent := 0
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for sent < n {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for due := min(n, int(now.Sub(start).Seconds()*rate)); sent < due; sent++ {
+					ch <- struct{}{}
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+func publish(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
+	tr.sent(id)
+	_, err := js.Publish(ctx, sc.Txn(ds), body, jetstream.WithMsgID(id))
+	return err
+}
+
+func publishAsync(js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
+	tr.sent(id)
+	for {
+		_, err := js.PublishAsync(sc.Txn(ds), body, jetstream.WithMsgID(id))
+		if err == nil || !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return err
+		}
+		<-js.PublishAsyncComplete() // back off until the window drains
+	}
+}
+
+func benchCreate(id string) []byte {
+	frags := make([]*lancepb.DataFragment, benchFragments)
+	for i := range frags {
+		frags[i] = benchFragment(fmt.Sprintf("data/%s-%d.lance", id, i))
+	}
+	b, _ := proto.Marshal(&lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+		Schema: []*lancepb.Field{
+			{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF},
+			{Id: 1, Name: "x", ParentId: -1, LogicalType: "double", Nullable: true, Type: lancepb.Field_LEAF},
+		},
+		Fragments: frags,
+	}}})
+	return b
+}
+
+func benchFragment(path string) *lancepb.DataFragment {
+	return &lancepb.DataFragment{PhysicalRows: 1000, Files: []*lancepb.DataFile{{
+		Path: path, Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 1,
+	}}}
+}
+
+// benchAppend is an append of one fragment whose preconditions protect
+// column x of the first pre fragments (which appends never change).
+func benchAppend(id string, rv uint64, pre int) []byte {
+	txn := &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
+		Fragments: []*lancepb.DataFragment{benchFragment("data/" + id + ".lance")},
+	}}}
+	if pre > 0 {
+		rows := make([]*lancepb.FragmentRows, min(pre, benchFragments))
+		for i := range rows {
+			rows[i] = &lancepb.FragmentRows{FragmentId: uint64(i), Selection: &lancepb.FragmentRows_WholeFragment{WholeFragment: true}}
+		}
+		txn.Preconditions = []*lancepb.Precondition{{Kind: &lancepb.Precondition_CellsUnchanged{
+			CellsUnchanged: &lancepb.CellsUnchanged{FieldIds: []int32{1}, Rows: rows},
+		}}}
+	}
+	b, _ := proto.Marshal(txn)
+	return b
+}
+
+// tracker matches decisions to staged transactions.
+type tracker struct {
+	mu       sync.Mutex
+	sentAt   map[string]time.Time
+	waiters  map[string]chan struct{}
+	lat      []time.Duration
+	first    time.Time
+	last     time.Time
+	done     atomic.Int64
+	rejected atomic.Int64
+	head     atomic.Uint64
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}}
+}
+
+// await registers ch to be signalled when id is decided.
+func (t *tracker) await(id string, ch chan struct{}) {
+	t.mu.Lock()
+	t.waiters[id] = ch
+	t.mu.Unlock()
+}
+
+func (t *tracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lat, t.first = t.lat[:0], time.Time{}
+	t.done.Store(0)
+	t.rejected.Store(0)
+}
+
+func (t *tracker) sent(id string) {
+	now := time.Now()
+	t.mu.Lock()
+	t.sentAt[id] = now
+	if t.first.IsZero() {
+		t.first = now
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) onDecision(m *nats.Msg) {
+	now := time.Now()
+	id := m.Header.Get(subject.HdrTxnID)
+	if v, err := strconv.ParseUint(m.Header.Get(subject.HdrVersion), 10, 64); err == nil && v > t.head.Load() {
+		t.head.Store(v)
+	}
+	if strings.HasSuffix(m.Subject, ".rejected") {
+		t.rejected.Add(1)
+	}
+	t.mu.Lock()
+	if at, ok := t.sentAt[id]; ok {
+		t.lat = append(t.lat, now.Sub(at))
+		delete(t.sentAt, id)
+	}
+	if ch, ok := t.waiters[id]; ok {
+		delete(t.waiters, id)
+		ch <- struct{}{}
+	}
+	t.last = now
+	t.mu.Unlock()
+	t.done.Add(1)
+}
+
+func (t *tracker) wait(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for t.done.Load() < int64(n) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench: %d of %d decisions after %v", t.done.Load(), n, timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+func (t *tracker) result(n int) result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lat := slices.Clone(t.lat)
+	slices.Sort(lat)
+	r := result{rate: float64(n) / t.last.Sub(t.first).Seconds(), rejected: t.rejected.Load()}
+	if len(lat) > 0 {
+		r.p50 = lat[len(lat)/2]
+		r.p99 = lat[len(lat)*99/100]
+	}
+	return r
+}
+
+// startRaw runs the raw JetStream loop: the committer's streams and
+// consumer settings under another prefix; each batch of staged messages
+// gets one decision message each, published as an atomic batch, then
+// acked. No decoding, state, fencing or evaluation.
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, ds string, batch int) error {
+	nc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20})
+	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
+		return err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
+		Durable: sc.Consumer(ds), FilterSubject: sc.Txn(ds), AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	in := make(chan jetstream.Msg, 4*batch)
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(batch))
+	if err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer nc.Close()
+		defer cc.Stop()
+		msgs := make([]jetstream.Msg, 0, batch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-in:
+				msgs = append(msgs[:0], m)
+			}
+			for len(msgs) < batch && len(in) > 0 {
+				msgs = append(msgs, <-in)
+			}
+			if err := rawAppend(ctx, nc, sc, ds, msgs); err != nil {
+				return
+			}
+			for _, m := range msgs {
+				_ = m.Ack()
+			}
+		}
+	}()
+	return nil
+}
+
+// rawAppend publishes one decision per message: as one atomic batch from
+// 32 messages on, as single publishes below (the committer's rule).
+func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string, msgs []jetstream.Msg) error {
+	if len(msgs) > 1 && len(msgs) < 32 {
+		for i := range msgs {
+			if err := rawAppend(ctx, nc, sc, ds, msgs[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	id := nuid.Next()
+	for i, m := range msgs {
+		out := nats.NewMsg(sc.Dec(ds, subject.Committed))
+		out.Data = m.Data()
+		out.Header.Set(subject.HdrTxnID, m.Headers().Get(subject.HdrMsgID))
+		if len(msgs) > 1 {
+			out.Header.Set("Nats-Batch-Id", id)
+			out.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		}
+		if i < len(msgs)-1 {
+			if err := nc.PublishMsg(out); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(msgs) > 1 {
+			out.Header.Set("Nats-Batch-Commit", "1")
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := nc.RequestMsgWithContext(rctx, out)
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// runMany measures many datasets at once: one committer serving all of
+// them (one consumer and one worker each).
+func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, error) {
+	prefix := "many"
+	sc, _ := subject.NewScheme(prefix)
+	nc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		return result{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
+	if err != nil {
+		return result{}, err
+	}
+	cnc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		return result{}, err
+	}
+	defer cnc.Close()
+	c, err := committer.New(cnc, committer.Config{
+		Prefix: prefix, Logger: slog.New(slog.DiscardHandler), TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond,
+		BatchSize: 64, Window: 16, TxnMaxBytes: 512 << 20,
+	})
+	if err != nil {
+		return result{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for !c.Ready() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	tr := newTracker(datasets * (per + 1))
+	sub, err := nc.Subscribe(sc.DecAll(), tr.onDecision)
+	if err != nil {
+		return result{}, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	for d := 0; d < datasets; d++ {
+		id := newUUID()
+		if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchCreate(id), tr); err != nil {
+			return result{}, err
+		}
+	}
+	if err := tr.wait(ctx, datasets, 5*time.Minute); err != nil {
+		return result{}, err
+	}
+	tr.reset()
+	for i := 0; i < per; i++ {
+		for d := 0; d < datasets; d++ {
+			id := newUUID()
+			if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchAppend(id, 1+uint64(i), 0), tr); err != nil {
+				return result{}, err
+			}
+		}
+	}
+	if err := tr.wait(ctx, datasets*per, 5*time.Minute); err != nil {
+		return result{}, err
+	}
+	return tr.result(datasets * per), nil
+}

@@ -1,0 +1,493 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+
+	"cellguard/committer"
+	"cellguard/producer"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+	"cellguard/table/data"
+)
+
+// The demo's table: x is the input column, y = f(x) the derived one.
+const (
+	demoDataset = "demo"
+	fieldX      = int32(0)
+	fieldY      = int32(1)
+)
+
+// demoF is the worker's function: y = f(x).
+func demoF(x int64) int64 { return 3*x + 7 }
+
+var demoFields = []*lancepb.Field{
+	{Name: "x", Id: fieldX, ParentId: -1, LogicalType: "int64"},
+	{Name: "y", Id: fieldY, ParentId: -1, LogicalType: "int64", Nullable: true},
+}
+
+// demoConfig is what the demo's flags set.
+type demoConfig struct {
+	dataDir     string // empty: a temporary directory, removed at the end
+	fragments   int
+	rows        int
+	workers     int
+	duration    time.Duration // how long the updater runs
+	updateEvery time.Duration // pause between updates
+	workTime    time.Duration // how long computing y for a fragment takes
+	settle      time.Duration // how long workers may take to catch up
+	crash       bool          // crash one worker mid-run and restart it
+	unsafe      bool          // stage y without preconditions, to compare
+	seed        uint64
+	quiet       bool // no live progress
+}
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg demoConfig
+	fs.StringVar(&cfg.dataDir, "data-dir", "", "keep the NATS store and the dataset files here (default: a temporary directory, removed at the end)")
+	fs.IntVar(&cfg.fragments, "fragments", 8, "fragments of the table")
+	fs.IntVar(&cfg.rows, "rows", 1000, "rows per fragment")
+	fs.IntVar(&cfg.workers, "workers", 3, "workers computing y = f(x)")
+	fs.DurationVar(&cfg.duration, "duration", 20*time.Second, "how long the updater keeps changing x")
+	fs.DurationVar(&cfg.updateEvery, "update-every", 40*time.Millisecond, "pause between the updater's transactions")
+	fs.DurationVar(&cfg.workTime, "work-time", 80*time.Millisecond, "simulated compute time of y for one fragment (the window in which x can change under a worker)")
+	fs.DurationVar(&cfg.settle, "settle", 30*time.Second, "how long the workers may take to catch up once the updater stops")
+	fs.BoolVar(&cfg.crash, "crash-worker", true, "crash worker 1 mid-run while it holds a rejection, then restart it")
+	fs.BoolVar(&cfg.unsafe, "no-preconditions", false, "stage y without preconditions, to see what verification then finds (exits non-zero)")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock)")
+	fs.BoolVar(&cfg.quiet, "quiet", false, "print only the summary")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"demo takes no arguments"}
+	}
+	if cfg.fragments < 1 || cfg.rows < 1 || cfg.workers < 1 || cfg.duration <= 0 || cfg.updateEvery <= 0 {
+		return usageError{"demo: --fragments, --rows, --workers, --duration and --update-every must be positive"}
+	}
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	res, err := runDemo(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		return errors.New("demo: verification failed")
+	}
+	return nil
+}
+
+// demoResult is what a run verified.
+type demoResult struct {
+	head           uint64
+	yTxns          int   // committed transactions that published y
+	rowsChecked    int64 // live rows checked at the versions those created
+	stalePublished int64 // rows among them with y != f(x)
+	headRows       int64 // live rows at the final head
+	staleAtHead    int64 // rows at the final head with y != f(x)
+	caughtUp       bool
+}
+
+func (r demoResult) ok() bool {
+	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0
+}
+
+// demo is one run: the embedded server, the committer, the dataset and
+// the statistics the workers and the updater share.
+type demoRun struct {
+	cfg    demoConfig
+	out    io.Writer
+	url    string
+	root   string // directory of the datasets' files
+	store  *data.Store
+	schema *table.Schema
+	start  time.Time
+	stats  demoStats
+
+	mu         sync.Mutex
+	logs       []string // notable events, printed with the progress
+	highlights []string // the crash story, repeated in the summary
+}
+
+// demoStats are counters shared by all goroutines.
+type demoStats struct {
+	yCommits    atomic.Int64
+	recompStale atomic.Int64 // recomputations after a version made y stale
+	recompQueue atomic.Int64 // recomputations from the rejection queue
+	skipped     atomic.Int64 // jobs found fresh already
+	queueJobs   atomic.Int64
+	redelivered atomic.Int64
+	recovered   atomic.Int64 // lost outcomes looked up by uuid
+	updates     atomic.Int64
+	updateRetry atomic.Int64
+	mu          sync.Mutex
+	rejected    map[string]int64 // y rejections by reason
+	updateKinds map[string]int64
+}
+
+func (s *demoStats) reject(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected[reason]++
+}
+
+func (s *demoStats) update(kind string) {
+	s.updates.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.updateKinds[kind]++
+}
+
+func (d *demoRun) note(format string, args ...any) {
+	line := fmt.Sprintf("%5.1fs  » %s", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.logs = append(d.logs, line)
+}
+
+// highlight notes an event that the summary repeats.
+func (d *demoRun) highlight(format string, args ...any) {
+	line := fmt.Sprintf("%5.1fs  » %s", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.logs = append(d.logs, line)
+	d.highlights = append(d.highlights, line)
+}
+
+func (d *demoRun) flushNotes() {
+	d.mu.Lock()
+	logs := d.logs
+	d.logs = nil
+	d.mu.Unlock()
+	for _, l := range logs {
+		fmt.Fprintln(d.out, l)
+	}
+}
+
+// runDemo runs the whole loop and verifies it.
+func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, error) {
+	d := &demoRun{cfg: cfg, out: out, start: time.Now()}
+	d.stats.rejected = map[string]int64{}
+	d.stats.updateKinds = map[string]int64{}
+	dir := cfg.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "cellguard-demo-")
+		if err != nil {
+			return demoResult{}, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return demoResult{}, usageError{fmt.Sprintf("demo: --data-dir %s is not empty; give the demo an empty or new directory", dir)}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	srv, err := embedded(dir, -1, quiet)
+	if err != nil {
+		return demoResult{}, err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	d.url = srv.ClientURL()
+	root := filepath.Join(dir, "datasets")
+	d.root = root
+	if d.store, err = data.Open(ctx, filepath.Join(root, demoDataset)); err != nil {
+		return demoResult{}, err
+	}
+	defer d.store.Close()
+	if d.schema, err = table.NewSchema(demoFields); err != nil {
+		return demoResult{}, err
+	}
+
+	fmt.Fprintf(out, "cellguard demo: %d fragments × %d rows, %d workers computing y = 3x+7, an updater changing x for %v\n",
+		cfg.fragments, cfg.rows, cfg.workers, cfg.duration)
+	where := dir + " (removed at exit; keep it with --data-dir)"
+	if cfg.dataDir != "" {
+		where = dir
+	}
+	fmt.Fprintf(out, "  embedded NATS JetStream at %s, data in %s\n", d.url, where)
+
+	stopCommitter, err := d.runCommitter(ctx, root)
+	if err != nil {
+		return demoResult{}, err
+	}
+	defer stopCommitter()
+	nc, err := nats.Connect(d.url, nats.Name("cellguard-demo"))
+	if err != nil {
+		return demoResult{}, err
+	}
+	defer nc.Close()
+	pc, err := producer.New(nc, producer.Config{})
+	if err != nil {
+		return demoResult{}, err
+	}
+	defer pc.Close()
+	if err := d.createTable(ctx, pc); err != nil {
+		return demoResult{}, err
+	}
+
+	res, err := d.loop(ctx, pc)
+	if err != nil {
+		return res, err
+	}
+	if err := d.verify(ctx, pc, &res); err != nil {
+		return res, err
+	}
+	d.printSummary(res)
+	return res, nil
+}
+
+// runCommitter starts the committer on its own connection.
+func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error) {
+	nc, err := nats.Connect(d.url, nats.Name("cellguard-committer"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := committer.New(nc, committer.Config{
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Datasets:        []string{demoDataset},
+		DatasetRoot:     root,
+		TakeoverOnStart: true,
+		CheckpointEvery: 200,
+		AckWait:         5 * time.Second,
+		PinnedTTL:       6 * time.Second,
+		PullExpiry:      time.Second,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- c.Run(cctx) }()
+	for !c.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			nc.Close()
+			return nil, fmt.Errorf("committer: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return func() {
+		cancel()
+		<-done
+		nc.Close()
+	}, nil
+}
+
+// createTable writes the fragments of x as Arrow files and commits
+// version 1.
+func (d *demoRun) createTable(ctx context.Context, pc *producer.Client) error {
+	rng := rand.New(rand.NewPCG(d.cfg.seed, 1))
+	var frags []*lancepb.DataFragment
+	for range d.cfg.fragments {
+		xs := make([]int64, d.cfg.rows)
+		for i := range xs {
+			xs[i] = rng.Int64N(1_000_000)
+		}
+		f, err := d.store.WriteFragment(ctx, d.schema, map[int32]arrow.Array{fieldX: int64Array(xs, nil)})
+		if err != nil {
+			return err
+		}
+		frags = append(frags, f)
+	}
+	if _, err := pc.Commit(ctx, producer.Create(demoDataset, demoFields, frags...)); err != nil {
+		return fmt.Errorf("create the table: %w", err)
+	}
+	return nil
+}
+
+// int64Array builds an Arrow int64 array; valid nil means no nulls.
+func int64Array(v []int64, valid []bool) arrow.Array {
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.AppendValues(v, valid)
+	return b.NewArray()
+}
+
+// loop runs the workers and the updater, prints progress, stops the
+// updater after the configured duration and waits for the workers to
+// catch up.
+func (d *demoRun) loop(ctx context.Context, pc *producer.Client) (demoResult, error) {
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	pool := newDemoPool(d)
+	defer func() {
+		stopWorkers()
+		pool.wait()
+	}()
+	if err := pool.start(wctx); err != nil {
+		return demoResult{}, err
+	}
+
+	uctx, stopUpdater := context.WithTimeout(ctx, d.cfg.duration)
+	defer stopUpdater()
+	up := &demoUpdater{d: d, rng: rand.New(rand.NewPCG(d.cfg.seed, 2))}
+	updaterDone := make(chan error, 1)
+	go func() { updaterDone <- up.run(uctx, d.url) }()
+	if d.cfg.crash && d.cfg.workers > 1 {
+		go pool.crashLater(wctx, d.cfg.duration*2/5)
+	}
+
+	if !d.cfg.quiet {
+		fmt.Fprintln(d.out)
+		fmt.Fprintln(d.out, "     t  version  y commits  y rejected (by reason)           recomputed (stale/queue)  x updates")
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	updating := true
+	var settleStart time.Time
+	var res demoResult
+	for {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case err := <-updaterDone:
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				return res, fmt.Errorf("updater: %w", err)
+			}
+			updating = false
+			settleStart = time.Now()
+			d.note("updater stopped after %d updates; waiting for the workers to catch up", d.stats.updates.Load())
+			updaterDone = nil
+		case <-tick.C:
+			d.progress(ctx, pc)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if updating {
+			continue
+		}
+		head, caught, err := pool.caughtUp(ctx, pc)
+		if err != nil {
+			return res, err
+		}
+		if caught {
+			d.progress(ctx, pc)
+			d.note("workers caught up at version %d in %.1fs", head, time.Since(settleStart).Seconds())
+			d.flushNotes()
+			res.caughtUp = true
+			return res, nil
+		}
+		if time.Since(settleStart) > d.cfg.settle {
+			d.progress(ctx, pc)
+			d.note("workers did not catch up within %v (head %d)", d.cfg.settle, head)
+			d.flushNotes()
+			return res, nil
+		}
+	}
+}
+
+// progress prints one line of live counters.
+func (d *demoRun) progress(ctx context.Context, pc *producer.Client) {
+	if d.cfg.quiet {
+		d.mu.Lock()
+		d.logs = nil
+		d.mu.Unlock()
+		return
+	}
+	d.flushNotes()
+	var v uint64
+	if snap, err := pc.Latest(ctx, demoDataset); err == nil {
+		v = snap.Version()
+	}
+	s := &d.stats
+	fmt.Fprintf(d.out, "%5.1fs  %7d  %9d  %-32s %9d (%d/%d)  %9d\n",
+		time.Since(d.start).Seconds(), v, s.yCommits.Load(), s.rejectedSummary(),
+		s.recompStale.Load()+s.recompQueue.Load(), s.recompStale.Load(), s.recompQueue.Load(), s.updates.Load())
+}
+
+func (s *demoStats) rejectedSummary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total int64
+	var parts []string
+	for _, r := range []string{"PRECONDITION_FAILED", "CONFLICT_RETRYABLE"} {
+		if n := s.rejected[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", shortReason(r), n))
+		}
+	}
+	for r, n := range s.rejected {
+		total += n
+		if r != "PRECONDITION_FAILED" && r != "CONFLICT_RETRYABLE" {
+			parts = append(parts, fmt.Sprintf("%s %d", shortReason(r), n))
+		}
+	}
+	if total == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
+
+func shortReason(r string) string {
+	switch r {
+	case "PRECONDITION_FAILED":
+		return "precondition"
+	case "CONFLICT_RETRYABLE":
+		return "conflict"
+	}
+	return strings.ToLower(r)
+}
+
+func (d *demoRun) printSummary(r demoResult) {
+	s := &d.stats
+	s.mu.Lock()
+	kinds := fmt.Sprintf("%d overlays, %d column replacements, %d column rewrites, %d deletes",
+		s.updateKinds["overlay"], s.updateKinds["replace"], s.updateKinds["rewrite"], s.updateKinds["delete"])
+	s.mu.Unlock()
+	fmt.Fprintln(d.out)
+	fmt.Fprintln(d.out, "summary")
+	fmt.Fprintf(d.out, "  versions committed:   %d\n", r.head)
+	fmt.Fprintf(d.out, "  x updates:            %d (%s; %d retried after a rejection)\n", s.updates.Load(), kinds, s.updateRetry.Load())
+	fmt.Fprintf(d.out, "  y commits:            %d\n", s.yCommits.Load())
+	fmt.Fprintf(d.out, "  y rejections:         %s\n", s.rejectedSummary())
+	fmt.Fprintf(d.out, "  recomputations:       %d after a version made y stale, %d from the rejection queue (%d jobs, %d redelivered), %d found fresh already\n",
+		s.recompStale.Load(), s.recompQueue.Load(), s.queueJobs.Load(), s.redelivered.Load(), s.skipped.Load())
+	if n := s.recovered.Load(); n > 0 {
+		fmt.Fprintf(d.out, "  lost outcomes:        %d, recovered by transaction uuid\n", n)
+	}
+	d.mu.Lock()
+	for i, h := range d.highlights {
+		label := "  worker crash:        "
+		if i > 0 {
+			label = "                       "
+		}
+		fmt.Fprintln(d.out, label+h)
+	}
+	d.mu.Unlock()
+	fmt.Fprintln(d.out)
+	fmt.Fprintln(d.out, "verification, from the Arrow files on disk")
+	fmt.Fprintf(d.out, "  (a) %d committed transactions published y; %d live rows they wrote, read at the versions they created\n", r.yTxns, r.rowsChecked)
+	fmt.Fprintf(d.out, "      stale values published: %d\n", r.stalePublished)
+	caught := "after the workers caught up"
+	if !r.caughtUp {
+		caught = "the workers did NOT catch up"
+	}
+	fmt.Fprintf(d.out, "  (b) head version %d, %s: %d live rows, rows with y != f(x): %d\n", r.head, caught, r.headRows, r.staleAtHead)
+	if r.ok() {
+		fmt.Fprintln(d.out, "PASS")
+	} else {
+		fmt.Fprintln(d.out, "FAIL")
+	}
+}

@@ -1,0 +1,93 @@
+// Command cellguard is the one binary of the project: the committer
+// service and the tools around it.
+//
+//	cellguard serve                      run the committer (embedded JetStream by default)
+//	cellguard dataset create NAME ...    create a dataset (an Overwrite at read_version 0)
+//	cellguard dataset list               list datasets and their head versions
+//	cellguard dataset show NAME          show a dataset's head manifest
+//	cellguard dataset log NAME           print a dataset's decision log
+//	cellguard txn inspect FILE.txn       decode a Lance transaction file
+//	cellguard bench                      measure the committer against raw JetStream
+//	cellguard demo                       run workers, an updater and the committer; verify the data
+//	cellguard events tail NAME           print a dataset's committed versions and rejections
+//
+// main is the only place that reads flags and calls os.Exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// usageError is a command-line mistake; main prints usage for it.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "cellguard:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+const usage = `usage: cellguard <command> [flags]
+
+commands:
+  serve                    run the committer (embedded JetStream unless --nats-url)
+  dataset create NAME      create a dataset: --schema 'id:int64,x:double?'
+  dataset list             list datasets with their head versions
+  dataset show NAME        show the head manifest of a dataset
+  dataset log NAME         print the decision log of a dataset
+  txn inspect FILE.txn     decode a Lance transaction file and print it
+  bench                    benchmark the committer beside raw JetStream
+  demo                     run the whole pipeline on an embedded server and verify it
+  events tail DATASET      print committed versions and rejections as they happen
+
+Run 'cellguard <command> -h' for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "dataset":
+		if len(args) < 2 {
+			return usageError{"dataset: want create, list, show or log"}
+		}
+		return dataset(ctx, args[1], args[2:], stdout)
+	case "txn":
+		if len(args) < 2 || args[1] != "inspect" {
+			return usageError{"txn: want inspect"}
+		}
+		return txnInspect(args[2:], stdout)
+	case "bench":
+		return bench(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demo(ctx, args[1:], stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"cellguard/committer"
+)
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf connFlags
+	cf.register(fs, "")
+	dataDir := fs.String("data-dir", envOr("CELLGUARD_DATA_DIR", "./cellguard-data"), "embedded server's data directory (env CELLGUARD_DATA_DIR)")
+	port := fs.Int("nats-port", 4222, "embedded server's client port on 127.0.0.1 (-1: random)")
+	httpAddr := fs.String("http", envOr("CELLGUARD_HTTP", "127.0.0.1:9090"), "address for /metrics, /healthz, /readyz (empty: off)")
+	logLevel := fs.String("log-level", envOr("CELLGUARD_LOG_LEVEL", "info"), "debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log JSON instead of text")
+	replicas := fs.Int("replicas", 1, "replicas of the streams the committer creates (3 in a cluster)")
+	batch := fs.Int("batch", 256, "most decisions per atomic batch (group commit)")
+	cpEvery := fs.Int("checkpoint-every", 1000, "write a checkpoint every K versions")
+	window := fs.Int("window", 256, "recent manifests kept in memory")
+	retain := fs.Uint64("retain-versions", 0, "reject read versions older than head-N with READ_VERSION_TOO_OLD (0: all)")
+	datasetRoot := fs.String("dataset-root", "", "directory holding <dataset>/_deletions (read deletion vectors, write rebased ones)")
+	policy := fs.String("deletion-policy", "protected-rows", "precondition deletion policy: protected-rows, strict or ignore")
+	pinnedTTL := fs.Duration("pinned-ttl", 12*time.Second, "how long a silent committer keeps a dataset's pin")
+	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
+	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
+	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel, *logJSON)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	url := cf.url
+	if url == "" {
+		srv, err := embedded(*dataDir, *port, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}()
+		url = srv.ClientURL()
+		*takeover = true
+		cf.url = url
+	}
+	nc, err := cf.connect("cellguard-committer")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg := committer.Config{
+		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
+		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
+		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+	}
+	if *datasets != "" {
+		cfg.Datasets = strings.Split(*datasets, ",")
+	}
+	c, err := committer.New(nc, cfg)
+	if err != nil {
+		return err
+	}
+	if *httpAddr != "" {
+		stopHTTP, err := serveHTTP(*httpAddr, c, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
+	log.Info("serving", "nats", url)
+	err = c.Run(ctx)
+	if err == nil {
+		// Graceful: Run finished the batches in hand; make sure the acks left.
+		_ = nc.FlushTimeout(5 * time.Second)
+	}
+	log.Info("stopped", "err", err)
+	return err
+}
+
+func serveHTTP(addr string, c *committer.Committer, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/healthz", c.Healthz())
+	mux.Handle("/readyz", c.Readyz())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}()
+	log.Info("http listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,0 +1,287 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/subject"
+	"cellguard/producer"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// Config configures a Subscriber to one dataset's committed versions.
+type Config struct {
+	// Prefix is the subject prefix of the deployment (default "cg").
+	Prefix string
+	// Dataset is the dataset to follow (required).
+	Dataset string
+	// From is the first version delivered: 1 replays the whole history,
+	// v replays from v on; 0 delivers only versions committed after Run
+	// starts. A durable subscriber uses From only when its consumer is
+	// created; later runs resume after the last version it acknowledged.
+	From uint64
+	// Durable names a durable consumer: the server remembers how far it
+	// got, across restarts. Empty means an ephemeral (ordered) consumer.
+	Durable string
+	// Reader reads manifests (default: a producer.Client on the same
+	// connection, closed with the Subscriber's Run).
+	Reader *producer.Client
+	// AckWait is the durable consumer's AckWait (default 30 s): how long a
+	// version handed to a handler that died stays with it.
+	AckWait time.Duration
+}
+
+// Committed is one committed version, with the transaction that made it
+// and what it changed.
+type Committed struct {
+	Dataset  string
+	Version  uint64
+	TxnID    string
+	Seq      uint64 // CG_DEC stream sequence of the record
+	Op       table.Op
+	Txn      *lancepb.Transaction // as committed (after rebase)
+	Decision *cellguardpb.Decision
+	// Manifest is the new version; Previous the one before (nil for 1).
+	Manifest *table.Manifest
+	Previous *table.Manifest
+	Summary  Summary
+}
+
+// Handler handles one committed version. Returning an error stops Run
+// with that error; a durable subscriber gets the version again on its
+// next Run.
+type Handler func(ctx context.Context, c *Committed) error
+
+// Subscriber delivers a dataset's committed versions in order, each once
+// per run: first the history from Config.From, then live.
+type Subscriber struct {
+	cfg Config
+	sc  subject.Scheme
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+// NewSubscriber checks cfg; Run does the I/O.
+func NewSubscriber(nc *nats.Conn, cfg Config) (*Subscriber, error) {
+	sc, err := subject.NewScheme(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	if err := subject.Validate(cfg.Dataset); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	if cfg.Durable != "" && !validName(cfg.Durable) {
+		return nil, fmt.Errorf("events: %w: durable name %q", ErrInvalidConfig, cfg.Durable)
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	return &Subscriber{cfg: cfg, sc: sc, nc: nc, js: js}, nil
+}
+
+// Run delivers versions to h, one at a time and in version order, until
+// ctx ends (then it returns nil) or h or the log fails. Run blocks; the
+// goroutines it starts have exited when it returns.
+func (s *Subscriber) Run(ctx context.Context, h Handler) error {
+	reader := s.cfg.Reader
+	if reader == nil {
+		var err error
+		if reader, err = producer.New(s.nc, producer.Config{Prefix: s.cfg.Prefix}); err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		defer reader.Close()
+	}
+	r := &run{s: s, reader: reader, h: h}
+	err := r.run(ctx)
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrMsgIteratorClosed)) {
+		return nil
+	}
+	return err
+}
+
+// run is the state of one Run: the manifest of the last version handled.
+type run struct {
+	s      *Subscriber
+	reader *producer.Client
+	h      Handler
+	last   *table.Manifest
+	lastV  uint64
+	loaded bool // last is known (a durable learns it from its first record)
+}
+
+func (r *run) run(ctx context.Context) error {
+	s := r.s
+	filter := s.sc.Dec(s.cfg.Dataset, subject.Committed)
+	start, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	var cons jetstream.Consumer
+	if s.cfg.Durable == "" {
+		cons, err = s.js.OrderedConsumer(ctx, s.sc.DecStream(), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{filter},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:    start,
+		})
+	} else {
+		cons, err = r.durable(ctx, filter, start)
+	}
+	if err != nil {
+		return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
+	}
+	max := 256
+	if s.cfg.Durable != "" {
+		max = 1
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(max))
+	if err != nil {
+		return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
+		}
+		if err := r.handle(ctx, m); err != nil {
+			if s.cfg.Durable != "" {
+				_ = m.Nak()
+			}
+			return err
+		}
+		if s.cfg.Durable != "" {
+			// Acknowledge even when the handler just cancelled ctx: it did
+			// handle the version.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := m.DoubleAck(actx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("events: ack version: %w", err)
+			}
+		}
+	}
+}
+
+// start finds the log sequence to start at and the manifest before it.
+func (r *run) start(ctx context.Context) (uint64, error) {
+	s := r.s
+	switch from := s.cfg.From; {
+	case from == 1:
+		r.loaded = true
+		return 1, nil
+	case from == 0:
+		snap, err := r.reader.Latest(ctx, s.cfg.Dataset)
+		if errors.Is(err, producer.ErrDatasetNotFound) {
+			r.loaded = true
+			return 1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("events: %w", err)
+		}
+		r.last, r.lastV, r.loaded = snap.Manifest(), snap.Version(), true
+		return snap.Seq() + 1, nil
+	default:
+		snap, err := r.reader.At(ctx, s.cfg.Dataset, from-1)
+		if err != nil {
+			return 0, fmt.Errorf("events: start at version %d: %w", from, err)
+		}
+		r.last, r.lastV, r.loaded = snap.Manifest(), snap.Version(), true
+		return snap.Seq() + 1, nil
+	}
+}
+
+// durable returns the named consumer, creating it at start.
+func (r *run) durable(ctx context.Context, filter string, start uint64) (jetstream.Consumer, error) {
+	s := r.s
+	cons, err := s.js.Consumer(ctx, s.sc.DecStream(), s.cfg.Durable)
+	if err == nil {
+		r.loaded = false // resume: learn the manifest from the first record
+		return cons, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	return s.js.CreateConsumer(ctx, s.sc.DecStream(), jetstream.ConsumerConfig{
+		Durable:       s.cfg.Durable,
+		Description:   "cellguard versions of " + s.cfg.Dataset,
+		FilterSubject: filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   start,
+		MaxAckPending: 1, // strict version order, also across redeliveries
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    -1,
+	})
+}
+
+// handle turns a log record into a Committed and calls the handler.
+func (r *run) handle(ctx context.Context, m jetstream.Msg) error {
+	s := r.s
+	md, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	rec, err := r.reader.ParseRecord(md.Sequence.Stream, m.Subject(), m.Headers(), m.Data())
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	if r.loaded && rec.Version <= r.lastV {
+		return nil // seen already (a redelivery)
+	}
+	if !r.loaded || rec.Version != r.lastV+1 {
+		if err := r.loadBefore(ctx, rec.Version); err != nil {
+			return err
+		}
+	}
+	txn, err := rec.Txn()
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	next, err := table.Apply(r.last, txn, r.reader.Versions(s.cfg.Dataset))
+	if err != nil {
+		return fmt.Errorf("events: %s@%d: apply: %w", s.cfg.Dataset, rec.Version, err)
+	}
+	if next.Version() != rec.Version {
+		return fmt.Errorf("events: %s: record %d made version %d, want %d", s.cfg.Dataset, rec.Seq, next.Version(), rec.Version)
+	}
+	op, _ := table.OpOf(txn)
+	c := &Committed{
+		Dataset: s.cfg.Dataset, Version: rec.Version, TxnID: rec.TxnID, Seq: rec.Seq, Op: op,
+		Txn: txn, Decision: rec.Decision, Manifest: next, Previous: r.last, Summary: Summarize(r.last, next),
+	}
+	if err := r.h(ctx, c); err != nil {
+		return err
+	}
+	r.last, r.lastV, r.loaded = next, next.Version(), true
+	return nil
+}
+
+// loadBefore reads the manifest of version v-1.
+func (r *run) loadBefore(ctx context.Context, v uint64) error {
+	r.last, r.lastV, r.loaded = nil, 0, true
+	if v <= 1 {
+		return nil
+	}
+	snap, err := r.reader.At(ctx, r.s.cfg.Dataset, v-1)
+	if err != nil {
+		return fmt.Errorf("events: version %d: %w", v-1, err)
+	}
+	r.last, r.lastV = snap.Manifest(), snap.Version()
+	return nil
+}

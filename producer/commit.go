@@ -1,0 +1,262 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/subject"
+	"cellguard/proto/lancepb"
+)
+
+// Stage publishes txn to its dataset's staging subject with the uuid as
+// Nats-Msg-Id, and returns once JetStream has stored it. It does not wait
+// for the decision; Outcome finds it later. Staging the same Txn again is
+// harmless: the stream drops the duplicate within its window, and the
+// committer decides each uuid once.
+func (c *Client) Stage(ctx context.Context, txn *Txn) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.stage(ctx, txn)
+	return err
+}
+
+func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error) {
+	if err := validDataset(txn.dataset); err != nil {
+		return nil, err
+	}
+	body, err := txn.bytes()
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.js.Publish(ctx, c.sc.Txn(txn.dataset), body,
+		jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
+	if err != nil {
+		return nil, fmt.Errorf("producer: stage txn %s: %w", txn.ID(), err)
+	}
+	return ack, nil
+}
+
+// Commit stages txn and waits for its decision. It returns the version
+// the transaction created, or a *RejectedError, or an error wrapping
+// ErrOutcomeUnknown when ctx (or the default timeout) ends first.
+//
+// Committing a Txn again (after ErrOutcomeUnknown, say) is safe: the same
+// uuid is never decided twice, and the earlier decision is looked up in
+// the log when the stage turns out to be a repeat.
+func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if err := validDataset(txn.dataset); err != nil {
+		return 0, err
+	}
+	if _, err := txn.bytes(); err != nil {
+		return 0, err
+	}
+	f, err := c.follow(ctx, txn.dataset)
+	if err != nil {
+		return 0, err
+	}
+	w := f.wait(txn.ID()) // before publishing: no decision can slip by
+	defer w.cancel()
+	repeat := txn.staged
+	ack, err := c.stage(ctx, txn)
+	if err != nil {
+		if !ambiguous(err) {
+			return 0, err
+		}
+		repeat = true // it may have landed: look for a decision too
+	} else {
+		txn.staged = true
+		repeat = repeat || ack.Duplicate
+	}
+	var found <-chan lookup
+	if repeat {
+		found = c.lookupAsync(ctx, txn.dataset, txn.ID(), txn.ReadVersion())
+	}
+	return c.await(ctx, f, w, found, txn.ID())
+}
+
+// ambiguous reports a publish error after which the message may or may
+// not be stored.
+func ambiguous(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+type lookup struct {
+	r     Record
+	found bool
+	err   error
+}
+
+func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uint64) <-chan lookup {
+	ch := make(chan lookup, 1)
+	go func() {
+		r, found, err := c.findDecision(ctx, ds, id, readVersion)
+		ch <- lookup{r: r, found: found, err: err}
+	}()
+	return ch
+}
+
+// await waits for the decision of id from the follower or the lookup.
+func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, id string) (uint64, error) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-w.ch:
+			return c.result(ctx, r)
+		case l := <-found:
+			found = nil
+			if l.found {
+				return c.result(ctx, l.r)
+			}
+		case <-ctx.Done():
+			return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, ctx.Err())
+		case <-c.done():
+			return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, ErrClosed)
+		case <-tick.C:
+			if err := c.connErr(); err != nil {
+				return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, err)
+			}
+			f.mu.Lock()
+			ferr := f.err
+			f.mu.Unlock()
+			if ferr != nil {
+				return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, ferr)
+			}
+		}
+	}
+}
+
+// result turns a decision record into Commit's result.
+func (c *Client) result(ctx context.Context, r Record) (uint64, error) {
+	if r.Outcome == subject.Committed {
+		return r.Version, nil
+	}
+	if r.Decision == nil {
+		full, err := c.record(ctx, r.Seq)
+		if err != nil {
+			return 0, fmt.Errorf("producer: txn %s: %w: %w", r.TxnID, ErrOutcomeUnknown, err)
+		}
+		r = full
+	}
+	return 0, Rejection(r.Decision)
+}
+
+// findDecision searches the log of ds for the decision of txn id, read at
+// readVersion. A transaction read at v is decided after version v exists,
+// so the search starts at v's committed record and ends at the last
+// record present when it begins.
+func (c *Client) findDecision(ctx context.Context, ds, id string, readVersion uint64) (Record, bool, error) {
+	last, ok, err := c.lastRecord(ctx, c.sc.DecOf(ds))
+	if err != nil || !ok {
+		return Record{}, false, err
+	}
+	start := uint64(1)
+	if readVersion > 0 {
+		seq, err := c.versionSeq(ctx, ds, readVersion)
+		switch {
+		case errors.Is(err, ErrVersionNotFound):
+			// A read version the log does not have: search it all.
+		case err != nil:
+			return Record{}, false, err
+		default:
+			start = seq
+		}
+	}
+	var hit Record
+	err = c.Scan(ctx, c.sc.DecOf(ds), start, last.Seq, true, func(r Record) bool {
+		if r.TxnID == id {
+			hit = r
+			return false
+		}
+		return true
+	})
+	if err != nil || hit.Seq == 0 {
+		return Record{}, false, err
+	}
+	if hit.Outcome == subject.Rejected {
+		if hit, err = c.record(ctx, hit.Seq); err != nil {
+			return Record{}, false, err
+		}
+	}
+	return hit, true, nil
+}
+
+// Outcome finds the decision of transaction txnID of dataset ds, read at
+// readVersion, after a crash or a timeout lost it. It returns the
+// committed version or a *RejectedError. A transaction still staged is
+// waited for until ctx (or the default timeout) ends, then ErrOutcomeUnknown.
+// A transaction neither decided nor staged gives ErrNotStaged: only then
+// is it safe to recompute it under a new uuid (committing the same Txn
+// again is always safe).
+func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint64) (uint64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	f, err := c.follow(ctx, ds)
+	if err != nil {
+		return 0, err
+	}
+	w := f.wait(txnID)
+	defer w.cancel()
+	// Staged first, then the log: a message leaves the staging stream only
+	// after its decision is in the log, so one of the two sees it.
+	pending, err := c.pending(ctx, ds, txnID)
+	if err != nil {
+		return 0, err
+	}
+	r, found, err := c.findDecision(ctx, ds, txnID, readVersion)
+	if err != nil {
+		return 0, err
+	}
+	if found {
+		return c.result(ctx, r)
+	}
+	select {
+	case r := <-w.ch:
+		return c.result(ctx, r)
+	default:
+	}
+	if !pending {
+		return 0, fmt.Errorf("producer: txn %s on %s: %w", txnID, ds, ErrNotStaged)
+	}
+	return c.await(ctx, f, w, nil, txnID)
+}
+
+// pending reports whether a message for txnID waits in the staging stream.
+func (c *Client) pending(ctx context.Context, ds, txnID string) (bool, error) {
+	_, txnStream, err := c.streams(ctx)
+	if err != nil {
+		return false, err
+	}
+	seq := uint64(1)
+	for range c.cfg.MaxScan {
+		m, err := txnStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.sc.Txn(ds)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("producer: look for staged txn %s: %w", txnID, err)
+		}
+		if id := m.Header.Get(subject.HdrMsgID); id == txnID || (id == "" && bodyUUID(m.Data) == txnID) {
+			return true, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return false, fmt.Errorf("producer: look for staged txn %s: more than %d staged messages: %w", txnID, c.cfg.MaxScan, ErrOutcomeUnknown)
+}
+
+func bodyUUID(b []byte) string {
+	t := &lancepb.Transaction{}
+	if proto.Unmarshal(b, t) != nil {
+		return ""
+	}
+	return t.GetUuid()
+}
