@@ -124,6 +124,9 @@ func (s *state) decide(in staged) verdict {
 		rec.Message = rej.msg
 		rec.Violations = rej.violations
 		rec.ConflictVersion, rec.ConflictTxnUuid = rej.conflictVersion, rej.conflictTxn
+		if txn != nil && decodeErr == nil {
+			rec.Transaction = in.data // as staged, for whoever recomputes it
+		}
 		v = verdict{rec: rec}
 	}
 	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {

@@ -227,6 +227,9 @@ func TestRejectionQueueRetriesFailedHandler(t *testing.T) {
 		if r.TxnID != rej.TxnID || !r.Err.Is(producer.ErrPreconditionFailed) || len(r.Err.Violations) == 0 {
 			t.Errorf("rejected %+v, want %s with violations", r, rej.TxnID)
 		}
+		if txn, ok := r.Txn(); !ok || txn.GetUuid() != rej.TxnID || len(txn.GetPreconditions()) == 0 {
+			t.Errorf("rejected record carries txn %v (ok %v), want the staged transaction %s", txn, ok, rej.TxnID)
+		}
 		got = append(got, r.Delivery)
 		if r.Delivery < 3 {
 			return fmt.Errorf("try again")

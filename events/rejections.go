@@ -70,9 +70,10 @@ type Rejected struct {
 	Delivery uint64
 }
 
-// Txn returns the rejected transaction when the decision record carries
-// it (committers that keep rejected bodies), else ok=false: then the
-// violations are what the worker has to go on.
+// Txn returns the rejected transaction exactly as it was staged. The
+// committer records it on every rejection of a body that decoded; for
+// undecodable bodies ok is false and the violations and message are all
+// there is.
 func (r *Rejected) Txn() (*lancepb.Transaction, bool) {
 	b := r.Decision.GetTransaction()
 	if len(b) == 0 {

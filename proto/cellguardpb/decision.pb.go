@@ -287,8 +287,11 @@ type Decision struct {
 	Outcome Outcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=cellguard.v1.Outcome" json:"outcome,omitempty"`
 	// The version this decision created (committed only).
 	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
-	// The transaction as committed, after rebase: cellguard.lance.Transaction
-	// bytes (committed only). Applying it to version-1 yields version.
+	// cellguard.lance.Transaction bytes. Committed: the transaction as
+	// committed, after rebase; applying it to version-1 yields version.
+	// Rejected: the transaction exactly as staged, when it decoded, so a
+	// recompute worker that did not stage it can redo the job. Replayers must
+	// check outcome before applying.
 	Transaction []byte `protobuf:"bytes,5,opt,name=transaction,proto3" json:"transaction,omitempty"`
 	// CG_TXN stream sequence of the staged message.
 	TxnSeq uint64 `protobuf:"varint,6,opt,name=txn_seq,json=txnSeq,proto3" json:"txn_seq,omitempty"`
