@@ -16,9 +16,11 @@ demo:
 test:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-## test-long: the long oracle run and the long scenario tests.
+## test-long: the long oracle run, more crash-injection runs, the long demo scenario.
 test-long:
 	$(GO) test -count=1 -timeout 60m ./evaluator -run Oracle -oracle.cases=100000
+	$(GO) test -count=1 -timeout 60m ./committer -run Crash -crash.runs=500
+	$(GO) test -count=1 -timeout 60m ./cmd/cellguard -run TestDemoScenario -demo.long
 
 ## check: formatting, vet, race-enabled tests, module tidiness, generated code drift.
 check: fmt vet tidy-check proto-check race
