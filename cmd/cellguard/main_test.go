@@ -128,10 +128,12 @@ func TestSIGKILLDuringLoad(t *testing.T) {
 	nc, js := natstest.Connect(t, srv.URL())
 	ds := "killed"
 	first, firstOut := process(t, serveArgs(srv.URL())...)
-	// Wait for the committer to create the streams.
+	// Wait for the committer to create both streams (CG_DEC comes second).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := js.Stream(t.Context(), "CG_TXN"); err == nil {
+		_, errTxn := js.Stream(t.Context(), "CG_TXN")
+		_, errDec := js.Stream(t.Context(), "CG_DEC")
+		if errTxn == nil && errDec == nil {
 			break
 		}
 		if time.Now().After(deadline) {
