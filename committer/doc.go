@@ -14,8 +14,9 @@
 // # Ordering
 //
 // Per dataset, transactions are decided in CG_TXN stream order: a worker
-// checks before each batch that no undecided message precedes it (after a
-// start, a redelivery, a pin change or a fence) and otherwise resets the
+// sorts each batch by stream sequence and checks that no undecided message
+// precedes it or lies between its members (after a start, a redelivery, a
+// pin change, a lost delivery or a fence) and otherwise resets the
 // consumer so delivery restarts, in order, at the oldest unacked message.
 // A batch is decided sequentially against the state that includes the
 // batch's earlier decisions, so group commit equals serial evaluation.

@@ -236,9 +236,21 @@ func tryReadLog(js jetstream.JetStream, ds string) ([]logged, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One pull subscription for the whole read. Next on an ordered
+	// consumer deletes and recreates the server-side consumer for every
+	// record; right after a node is killed one of those ~150 round trips
+	// fails often enough (no responders) that every attempt of readLog
+	// fails and the test reports a read error or a short log.
+	it, err := cons.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
 	var out []logged
 	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		m, err := it.Next()
 		if err != nil {
 			return nil, fmt.Errorf("after %d records: %w", len(out), err)
 		}

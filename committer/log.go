@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -145,16 +146,40 @@ type logRecord struct {
 	rec *cellguardpb.Decision
 }
 
+// logRequestTimeout bounds each single request of a log read (last-record
+// lookup, consumer creation). The callers' contexts are long (catchUp
+// allows a minute for a whole tail scan; load has no deadline at all), but
+// a request sent as the connection drops, or routed to a server that is
+// shutting down (a killed stream leader), is never answered: passing the
+// long context to it stalls the dataset for that whole time while its
+// staged messages wait. Invariant: no single request of the decide loop
+// waits longer than a few seconds; a lost one is retried.
+const logRequestTimeout = 2 * time.Second
+
 // lastDecSeq returns the sequence of the last record of ds (0 if none).
+// Each attempt is bounded by logRequestTimeout; a few are made.
 func (c *Committer) lastDecSeq(ctx context.Context, ds string) (uint64, error) {
-	m, err := c.dec.GetLastMsgForSubject(ctx, c.sc.DecOf(ds))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, logRequestTimeout)
+		var m *jetstream.RawStreamMsg
+		m, err = c.dec.GetLastMsgForSubject(actx, c.sc.DecOf(ds))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err == nil {
+			return m.Sequence, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff(attempt)):
+		}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("committer: last decision of %s: %w", ds, err)
-	}
-	return m.Sequence, nil
+	return 0, fmt.Errorf("committer: last decision of %s: %w", ds, err)
 }
 
 // scanLog calls fn for each record of ds on filter (DecOf(ds) or the
@@ -165,12 +190,16 @@ func (c *Committer) scanLog(ctx context.Context, ds, filter string, start uint64
 	if err != nil || last < start {
 		return last, err
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.sc.DecStream(), jetstream.OrderedConsumerConfig{
+	// Consumer creation goes through the cluster's meta layer: allow it
+	// more than a direct get, but still not the caller's whole deadline.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // see logRequestTimeout
+	cons, err := c.js.OrderedConsumer(cctx, c.sc.DecStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    start,
 		HeadersOnly:    headersOnly,
 	})
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("committer: read log of %s: %w", ds, err)
 	}

@@ -1,9 +1,11 @@
 package committer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +32,10 @@ type worker struct {
 	needGap bool
 	// cursor is the highest CG_TXN sequence handled (decided or skipped).
 	cursor uint64
-	cp     *checkpointer
+	// lastCseq is the consumer (delivery) sequence of the last message
+	// received, 0 when unknown: a jump means a delivery never reached us.
+	lastCseq uint64
+	cp       *checkpointer
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -102,6 +107,7 @@ func (w *worker) load(ctx context.Context) error {
 	w.st = st
 	w.cursor = st.lastTxnSeq
 	w.needGap = true
+	w.lastCseq = 0
 	return nil
 }
 
@@ -195,6 +201,7 @@ func (w *worker) restart(ctx context.Context) error {
 		return fmt.Errorf("committer: reset consumer of %s: %w", w.ds, err)
 	}
 	w.needGap = true
+	w.lastCseq = 0
 	return w.consume()
 }
 
@@ -209,7 +216,7 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 	ctx := context.WithoutCancel(runCtx)
 	ins := make([]staged, len(batch))
 	stamps := make([]time.Time, len(batch))
-	redelivered, pinChanged := false, false
+	redelivered, pinChanged, lostDelivery := false, false, false
 	var pending uint64
 	for i, m := range batch {
 		md, err := m.Metadata()
@@ -222,10 +229,23 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
 			pinChanged, w.pinID = w.pinID != "", pin
 		}
+		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
+			lostDelivery = true
+		}
+		w.lastCseq = md.Sequence.Consumer
 		pending = md.NumPending
 	}
 	c.metrics.pending.WithLabelValues(w.ds).Set(float64(pending))
-	if w.needGap || redelivered || pinChanged {
+	// Deciding skips (acks without a decision) every message at or below
+	// the highest staging sequence decided so far, so a batch must be
+	// decided in stream order and must not skip over an undecided message
+	// that will arrive later. Deliveries are not in stream order after a
+	// redelivery (the server redelivers pending messages in its own
+	// order, e.g. 4..18 before 1..3 after a consumer leader change) and a
+	// delivery can be lost on the way (a pull to a killed server): sort
+	// the batch, and check it for gaps whenever that may have happened.
+	sortByStreamSeq(batch, ins, stamps)
+	if w.needGap || redelivered || pinChanged || lostDelivery {
 		gap, err := w.gapBefore(ctx, ins)
 		if err != nil {
 			return err
@@ -265,27 +285,56 @@ func backoff(attempt int) time.Duration {
 	return min(d, time.Second)
 }
 
-// gapBefore reports whether an undecided staged message of the dataset
-// precedes the batch: the next message after the cursor on the dataset's
-// subject is not the batch's first one.
-func (w *worker) gapBefore(ctx context.Context, ins []staged) (bool, error) {
-	first := ins[0].seq
-	for _, in := range ins {
-		if in.seq > w.cursor {
-			first = min(first, in.seq)
-		}
+// sortByStreamSeq orders a batch (and its parallel slices) by CG_TXN
+// sequence.
+func sortByStreamSeq(batch []jetstream.Msg, ins []staged, stamps []time.Time) {
+	if slices.IsSortedFunc(ins, func(a, b staged) int { return cmp.Compare(a.seq, b.seq) }) {
+		return
 	}
+	order := make([]int, len(ins))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ins[a].seq, ins[b].seq) })
+	b2, i2, s2 := slices.Clone(batch), slices.Clone(ins), slices.Clone(stamps)
+	for k, j := range order {
+		batch[k], ins[k], stamps[k] = b2[j], i2[j], s2[j]
+	}
+}
+
+// gapBefore reports whether an undecided staged message of the dataset
+// precedes a batch member: the next message on the dataset's subject after
+// the cursor is not the batch's first one, or after a member not the next
+// member. ins is sorted by sequence.
+func (w *worker) gapBefore(ctx context.Context, ins []staged) (bool, error) {
+	prev := w.cursor
+	for _, in := range ins {
+		if in.seq <= prev {
+			continue // handled already, or a duplicate delivery
+		}
+		gap, err := w.gapBetween(ctx, prev, in.seq)
+		if gap || err != nil {
+			return gap, err
+		}
+		prev = in.seq
+	}
+	return false, nil
+}
+
+// gapBetween reports whether a message on the dataset's subject lies
+// strictly between sequences after and next.
+func (w *worker) gapBetween(ctx context.Context, after, next uint64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := w.c.txn.GetMsg(ctx, w.cursor+1, jetstream.WithGetMsgSubject(w.c.sc.Txn(w.ds)))
+	m, err := w.c.txn.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(w.c.sc.Txn(w.ds)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("committer: gap check for %s: %w", w.ds, err)
 	}
-	if m.Sequence < first {
-		w.c.log.Info("undecided message before batch; redelivering in order", "dataset", w.ds, "next", m.Sequence, "batch", first)
+	if m.Sequence < next {
+		w.c.log.Info("undecided message before batch member; redelivering in order", "dataset", w.ds, "next", m.Sequence, "member", next)
 		return true, nil
 	}
 	return false, nil
