@@ -68,7 +68,9 @@ func start(t testing.TB, url string, cfg Config) *running {
 	r := &running{c: c, nc: nc, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
-	deadline := time.Now().Add(10 * time.Second)
+	// Run allows its stream setup 30 s (a fresh 3-node cluster under -race
+	// can take most of that to answer); wait a little longer than that.
+	deadline := time.Now().Add(45 * time.Second)
 	for !c.Ready() {
 		select {
 		case err := <-r.done:
