@@ -156,25 +156,9 @@ func (q *Rejections) Run(ctx context.Context, h RejectionHandler) error {
 	if q.cfg.Queue != "" {
 		max = 1 // spread the work over the pool; hold one job at a time
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(max))
-	if err != nil {
-		return fmt.Errorf("events: rejections: %w", err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("events: rejections: %w", err)
-		}
-		if err := q.deliver(ctx, m, h); err != nil {
-			return err
-		}
-	}
+	return consume(ctx, cons, max, "rejections", func(m jetstream.Msg) error {
+		return q.deliver(ctx, m, h)
+	})
 }
 
 func (q *Rejections) consumer(ctx context.Context) (jetstream.Consumer, error) {

@@ -144,38 +144,32 @@ func (r *run) run(ctx context.Context) error {
 	if s.cfg.Durable != "" {
 		max = 1
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(max))
-	if err != nil {
-		return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
-		}
-		if err := r.handle(ctx, m); err != nil {
-			if s.cfg.Durable != "" {
-				_ = m.Nak()
-			}
-			return err
-		}
+	return consume(ctx, cons, max, "follow "+s.cfg.Dataset, func(m jetstream.Msg) error {
+		return r.deliver(ctx, m)
+	})
+}
+
+// deliver hands one committed record to the handler and, for a durable
+// subscriber, acknowledges it (or hands it back when the handler failed).
+func (r *run) deliver(ctx context.Context, m jetstream.Msg) error {
+	s := r.s
+	if err := r.handle(ctx, m); err != nil {
 		if s.cfg.Durable != "" {
-			// Acknowledge even when the handler just cancelled ctx: it did
-			// handle the version.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			err := m.DoubleAck(actx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("events: ack version: %w", err)
-			}
+			_ = m.Nak()
+		}
+		return err
+	}
+	if s.cfg.Durable != "" {
+		// Acknowledge even when the handler just cancelled ctx: it did
+		// handle the version.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := m.DoubleAck(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("events: ack version: %w", err)
 		}
 	}
+	return nil
 }
 
 // start finds the log sequence to start at and the manifest before it.
