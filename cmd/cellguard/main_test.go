@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"cellguard/committer"
 	"cellguard/internal/natstest"
@@ -297,6 +298,42 @@ func TestTxnInspect(t *testing.T) {
 	for _, want := range []string{"uuid:", "operation:", "message:"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("txn inspect output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestTxnInspectOpaqueAny: a CreateIndex transaction carries index details
+// as an Any of a Lance type cellguard does not link; inspect prints its
+// type URL and size instead of failing.
+func TestTxnInspectOpaqueAny(t *testing.T) {
+	details := &anypb.Any{TypeUrl: "/lance.table.BTreeIndexDetails", Value: []byte{0x0a, 0x03, 'a', 'b', 'c'}}
+	txn := &lancepb.Transaction{
+		ReadVersion: 3,
+		Uuid:        "4c1d7f0e-2b8a-4e55-9f3e-0d6a1b2c3d4e",
+		Operation: &lancepb.Transaction_CreateIndex_{CreateIndex: &lancepb.Transaction_CreateIndex{
+			NewIndices: []*lancepb.IndexMetadata{{Name: "x_idx", Fields: []int32{0}, IndexDetails: details}},
+		}},
+	}
+	body, err := proto.Marshal(txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "3-index.txn")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := run(t.Context(), []string{"txn", "inspect", path}, &b, &b); err != nil {
+		t.Fatalf("txn inspect: %v\n%s", err, b.String())
+	}
+	for _, want := range []string{
+		"opaque:        /lance.table.BTreeIndexDetails (5 bytes",
+		`"@type": "/lance.table.BTreeIndexDetails"`,
+		`"value": "5 bytes"`,
+		`"name": "x_idx"`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -7,6 +7,12 @@ import (
 	"os"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protopath"
+	"google.golang.org/protobuf/reflect/protorange"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"cellguard/evaluator"
 	"cellguard/table"
@@ -50,10 +56,73 @@ func txnInspect(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  %d: fields %v rows %s\n", i, p.Fields, p.Rows)
 		}
 	}
-	js, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(txn)
+	shown, opaque := describeOpaqueAnys(txn)
+	for _, o := range opaque {
+		fmt.Fprintf(stdout, "opaque:        %s (%d bytes; type not known to cellguard)\n", o.url, o.size)
+	}
+	js, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", Resolver: opaqueResolver{}}.Marshal(shown)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "message:\n%s\n", js)
 	return nil
+}
+
+// opaqueAny is a google.protobuf.Any whose type this binary does not link,
+// such as the index details Lance attaches to CreateIndex.
+type opaqueAny struct {
+	url  string
+	size int
+}
+
+// describeOpaqueAnys returns a copy of m in which the value of every Any
+// of an unknown type is replaced by a string naming its size, so that it
+// prints as JSON instead of failing, and the list of those Anys in order.
+func describeOpaqueAnys(m proto.Message) (proto.Message, []opaqueAny) {
+	out := proto.Clone(m)
+	var found []opaqueAny
+	_ = protorange.Range(out.ProtoReflect(), func(p protopath.Values) error {
+		v := p.Index(-1).Value
+		msg, ok := v.Interface().(protoreflect.Message)
+		if !ok || msg.Descriptor().FullName() != anyName {
+			return nil
+		}
+		fields := msg.Descriptor().Fields()
+		urlField, valueField := fields.ByNumber(1), fields.ByNumber(2)
+		url := msg.Get(urlField).String()
+		if _, err := protoregistry.GlobalTypes.FindMessageByURL(url); err == nil {
+			return nil
+		}
+		size := len(msg.Get(valueField).Bytes())
+		found = append(found, opaqueAny{url: url, size: size})
+		note, _ := proto.Marshal(wrapperspb.String(fmt.Sprintf("%d bytes", size)))
+		msg.Set(valueField, protoreflect.ValueOfBytes(note))
+		return nil
+	})
+	return out, found
+}
+
+const anyName protoreflect.FullName = "google.protobuf.Any"
+
+// opaqueResolver resolves the types linked into this binary and reads
+// every other Any as the size note describeOpaqueAnys left in it.
+type opaqueResolver struct{}
+
+func (opaqueResolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(url); err == nil {
+		return mt, nil
+	}
+	return (&wrapperspb.StringValue{}).ProtoReflect().Type(), nil
+}
+
+func (opaqueResolver) FindMessageByName(n protoreflect.FullName) (protoreflect.MessageType, error) {
+	return protoregistry.GlobalTypes.FindMessageByName(n)
+}
+
+func (opaqueResolver) FindExtensionByName(n protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	return protoregistry.GlobalTypes.FindExtensionByName(n)
+}
+
+func (opaqueResolver) FindExtensionByNumber(m protoreflect.FullName, f protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	return protoregistry.GlobalTypes.FindExtensionByNumber(m, f)
 }
