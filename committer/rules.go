@@ -55,6 +55,11 @@ type ruleOptions struct {
 // manifest and evaluates them against head. Any failure is a *rejection;
 // a violation names the version and transaction that changed the cells.
 func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, op table.Op, opts ruleOptions) error {
+	// Not a precondition, but it too needs the read version: new data
+	// files must name fields of the schema the writer read.
+	if err := table.CheckFileFields(txn, pinned.Schema()); err != nil {
+		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
 	if len(txn.GetPreconditions()) == 0 {
 		return nil
 	}

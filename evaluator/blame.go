@@ -58,7 +58,7 @@ func Blame(pinned *table.Manifest, history []Step, pre []Precondition, v Verdict
 }
 
 // differs reports whether m differs from pinned for x's cell group.
-func differs(pinned, m *table.Manifest, pre []Precondition, x *Violation, opts Options) bool {
+func differs(pinned, m snapshot, pre []Precondition, x *Violation, opts Options) bool {
 	if x.Precondition < 0 || x.Precondition >= len(pre) {
 		return false
 	}
@@ -70,6 +70,6 @@ func differs(pinned, m *table.Manifest, pre []Precondition, x *Violation, opts O
 		Fields: []int32{x.FieldID},
 		Rows:   RowSelection{frags: []fragRows{{id: x.FragmentID, rows: rows.bm}}},
 	}}
-	got, err := Evaluate(pinned, m, one, opts)
+	got, err := evaluate(pinned, m, one, opts)
 	return err != nil || !got.Accepted()
 }

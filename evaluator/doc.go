@@ -71,6 +71,22 @@
 //		// reject, retryable: the worker recomputes what v.Violations name
 //	}
 //
+// A committer that keeps a table.ChangeIndex (advanced with every committed
+// manifest) decides stale reads without rebuilding old versions:
+//
+//	pre, err := evaluator.CheckTransaction(txn, limits) // decode, operation
+//	v, err := evaluator.EvaluateIndexed(index, txn.GetReadVersion(), pre, evaluator.IndexedOptions{
+//		Options: evaluator.Options{Policy: policy, Deletions: deletionReader},
+//		Pin:     loadReadVersion, // only for read versions older than the index
+//	})
+//
+// Its verdict is Evaluate's, exactly; violations come with their culprits
+// named as Blame names them, at a cost bounded by how often the named
+// fragments changed (and by IndexedOptions.MaxBlameSteps), not by how many
+// versions passed. Where the search is cut short, by the step budget or
+// by the index's horizon, a violation says "culprit not identified" and
+// how far the search went, instead of stalling.
+//
 // pinned is the manifest at txn's read version (never a rebased one); head
 // is the state the commit lands on. Evaluation runs on every attempt,
 // before and independently of conflict resolution.
@@ -99,7 +115,9 @@
 // changed deletion vectors. The accept path allocates nothing unless
 // overlay coverage or changed deletion vectors must be decoded and
 // compared. Blame costs at most one single-group evaluation per violation
-// per version of history.
+// per version of history; BlameIndexed one per version at which the
+// violation's fragment, the schema or the base paths changed, within a
+// budget.
 //
 // The package is pure: no I/O, clock, goroutines or global state. The same
 // inputs give the same verdict, and no input makes it panic.

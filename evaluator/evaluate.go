@@ -56,6 +56,25 @@ func Evaluate(pinned, head *table.Manifest, pre []Precondition, opts Options) (V
 	if pinned == nil || head == nil {
 		return Verdict{}, errors.New("evaluator: Evaluate needs the pinned and the head manifest")
 	}
+	return evaluate(pinned, head, pre, opts)
+}
+
+// snapshot is what evaluation reads of a table version: a *table.Manifest,
+// or a table.View of an older version through a change index.
+type snapshot interface {
+	Version() uint64
+	Schema() *table.Schema
+	Fragment(id uint64) (*table.Fragment, bool)
+	BasePaths() []*lancepb.BasePath
+}
+
+var (
+	_ snapshot = (*table.Manifest)(nil)
+	_ snapshot = table.View{}
+)
+
+// evaluate is Evaluate over snapshots.
+func evaluate(pinned, head snapshot, pre []Precondition, opts Options) (Verdict, error) {
 	if opts.Policy > Ignore {
 		return Verdict{}, fmt.Errorf("evaluator: unknown deletion policy %d", opts.Policy)
 	}
@@ -78,7 +97,7 @@ func Evaluate(pinned, head *table.Manifest, pre []Precondition, opts Options) (V
 
 // evaluation is the state of one Evaluate call.
 type evaluation struct {
-	p, h       *table.Manifest
+	p, h       snapshot
 	opts       Options
 	sameSchema bool
 	bases      int8 // base paths equal in both manifests: 0 unknown, 1 yes, -1 no
@@ -90,10 +109,7 @@ type evaluation struct {
 func (ev *evaluation) sameBases() bool {
 	if ev.bases == 0 {
 		ev.bases = -1
-		a, b := ev.p.Header(), ev.h.Header()
-		if a == b || slices.EqualFunc(a.GetBasePaths(), b.GetBasePaths(), func(x, y *lancepb.BasePath) bool {
-			return x.GetId() == y.GetId() && x.GetPath() == y.GetPath() && x.GetIsDatasetRoot() == y.GetIsDatasetRoot()
-		}) {
+		if table.SameBasePaths(ev.p.BasePaths(), ev.h.BasePaths()) {
 			ev.bases = 1
 		}
 	}
@@ -425,7 +441,7 @@ func (ev *evaluation) fieldLabel(f, g int32) string {
 // sameBasePath reports whether base path id resolves to the same place in
 // both manifests.
 func (ev *evaluation) sameBasePath(id uint32) bool {
-	if ev.p.Header() == ev.h.Header() {
+	if ev.sameBases() {
 		return true
 	}
 	a, okA := basePath(ev.p, id)
@@ -433,8 +449,8 @@ func (ev *evaluation) sameBasePath(id uint32) bool {
 	return okA == okB && (!okA || a.GetPath() == b.GetPath() && a.GetIsDatasetRoot() == b.GetIsDatasetRoot())
 }
 
-func basePath(m *table.Manifest, id uint32) (*lancepb.BasePath, bool) {
-	for _, bp := range m.Header().GetBasePaths() {
+func basePath(m snapshot, id uint32) (*lancepb.BasePath, bool) {
+	for _, bp := range m.BasePaths() {
 		if bp.GetId() == id {
 			return bp, true
 		}

@@ -146,6 +146,7 @@ func (s *sim) oracleCase(t *testing.T, st *oracleStats) {
 	for v := r + 1; v <= h; v++ {
 		steps = append(steps, Step{Version: v, TxnUUID: s.uuids[v], Manifest: s.mans[v]})
 	}
+	ix := s.changeIndex(h)
 	for _, pol := range []DeletionPolicy{ProtectedRows, Strict, Ignore} {
 		opts := Options{Policy: pol, Deletions: s.dv}
 		v, err := Evaluate(pinned, head, pre, opts)
@@ -156,6 +157,7 @@ func (s *sim) oracleCase(t *testing.T, st *oracleStats) {
 			t.Fatalf("Evaluate is not deterministic:\n%s\n%s", v, again)
 		}
 		v = Blame(pinned, steps, pre, v, opts)
+		s.checkIndexed(t, ix, r, pre, opts, v)
 		rejected := map[group]Violation{}
 		for _, x := range v.Violations {
 			g := group{x.Precondition, x.FieldID, x.FragmentID}

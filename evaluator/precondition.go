@@ -343,7 +343,7 @@ func checkOperation(txn *lancepb.Transaction) error {
 
 // checkPinned checks p against the manifest it was read from. It costs
 // O(fields + fragments named), with one map or trie lookup each.
-func checkPinned(pinned *table.Manifest, p *Precondition) *InvalidError {
+func checkPinned(pinned snapshot, p *Precondition) *InvalidError {
 	if len(p.Fields) == 0 {
 		return invalidf(0, InvalidEmptyFields, "no field ids")
 	}

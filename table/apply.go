@@ -468,13 +468,20 @@ func (a *applier) stampUpdatedRows(f *lancepb.DataFragment) {
 // newFragments validates and copies fragments that a transaction adds
 // (Append, Overwrite, Update.new_fragments): files with real field ids, no
 // overlays. It returns private copies.
-func (a *applier) newFragments(frags []*lancepb.DataFragment, what string) ([]*lancepb.DataFragment, error) {
+func (a *applier) newFragments(frags []*lancepb.DataFragment, schema *Schema, what string) ([]*lancepb.DataFragment, error) {
 	out := make([]*lancepb.DataFragment, 0, len(frags))
 	for i, f := range frags {
 		if f == nil {
 			return nil, a.invalid("%s %d is empty", what, i)
 		}
-		if err := a.checkFiles(f.GetFiles(), nil, fmt.Sprintf("%s %d", what, i)); err != nil {
+		if f.GetPhysicalRows() == 0 {
+			return nil, a.invalid("%s %d has no rows", what, i)
+		}
+		where := fmt.Sprintf("%s %d", what, i)
+		if err := a.checkFiles(f.GetFiles(), nil, where); err != nil {
+			return nil, err
+		}
+		if err := a.checkSchemaFields(f.GetFiles(), nil, schema, where); err != nil {
 			return nil, err
 		}
 		if err := a.checkDeletionFile(f, what); err != nil {
@@ -504,6 +511,31 @@ func (a *applier) checkFiles(files []*lancepb.DataFile, existing *Fragment, what
 		for _, id := range df.GetFields() {
 			if id < 0 && !(id == Tombstone && known) {
 				return a.invalid("%s: data file %q has field id %d", what, df.GetPath(), id)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSchemaFields checks that every real field id in the data files a
+// transaction supplies is in schema, the schema the transaction itself
+// defines (Overwrite, Merge). A nil schema checks nothing: operations that
+// keep the head's schema are checked against the schema at their read
+// version by CheckFileFields, because a concurrent column drop may
+// legitimately leave their files naming a field head no longer has. Files
+// existing already holds (the same file at head) are exempt: after a
+// column is dropped, Lance leaves its id in the files that held it.
+func (a *applier) checkSchemaFields(files []*lancepb.DataFile, existing *Fragment, schema *Schema, what string) error {
+	if schema == nil {
+		return nil
+	}
+	for _, df := range files {
+		if existing != nil && hasFile(existing.Files(), df) {
+			continue
+		}
+		for _, id := range df.GetFields() {
+			if _, ok := schema.Field(id); id >= 0 && !ok {
+				return a.invalid("%s: data file %q holds field %d, which is not in the schema", what, df.GetPath(), id)
 			}
 		}
 	}

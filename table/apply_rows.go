@@ -13,7 +13,10 @@ import (
 // in order; with stable row ids they get the next row ids and both version
 // sequences at the new version.
 func (a *applier) applyAppend(op *lancepb.Transaction_Append) error {
-	frags, err := a.newFragments(op.GetFragments(), "appended fragment")
+	if len(op.GetFragments()) == 0 {
+		return a.invalid("append of no fragments")
+	}
+	frags, err := a.newFragments(op.GetFragments(), nil, "appended fragment")
 	if err != nil {
 		return err
 	}
@@ -105,7 +108,7 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 	if err != nil {
 		return err
 	}
-	frags, err := a.newFragments(op.GetFragments(), "fragment")
+	frags, err := a.newFragments(op.GetFragments(), schema, "fragment")
 	if err != nil {
 		return err
 	}
@@ -263,6 +266,9 @@ func (a *applier) applyMerge(op *lancepb.Transaction_Merge) error {
 		if err := a.checkFiles(p.GetFiles(), h, "merged fragment"); err != nil {
 			return err
 		}
+		if err := a.checkSchemaFields(p.GetFiles(), h, schema, "merged fragment"); err != nil {
+			return err
+		}
 		if err := a.checkDeletionFile(p, "merged fragment"); err != nil {
 			return err
 		}
@@ -338,7 +344,9 @@ func (a *applier) applyRestore(op *lancepb.Transaction_Restore, older Versions) 
 	case v == a.head.Version():
 		old = a.head
 	case v == 0 || v > a.head.Version():
-		return a.errf(ErrVersionNotFound, "version %d does not exist; the table is at version %d", v, a.head.Version())
+		// Not a version that aged out: one that never existed. Retrying
+		// cannot help, so this is an invalid transaction.
+		return a.invalid("restore to version %d, which does not exist; the table is at version %d", v, a.head.Version())
 	case older == nil:
 		return a.errf(ErrVersionNotFound, "version %d is not available: no older versions are kept", v)
 	default:

@@ -799,8 +799,8 @@ func TestApplyRestore(t *testing.T) {
 		},
 		{name: "no older versions", head: head, txn: apRestore(3, 2), wantErr: table.ErrVersionNotFound},
 		{name: "version not kept", head: head, txn: apRestore(3, 1), older: versions, wantErr: table.ErrVersionNotFound},
-		{name: "version from the future", head: head, txn: apRestore(3, 9), older: versions, wantErr: table.ErrVersionNotFound},
-		{name: "version 0", head: head, txn: apRestore(3, 0), older: versions, wantErr: table.ErrVersionNotFound},
+		{name: "version from the future", head: head, txn: apRestore(3, 9), older: versions, wantErr: table.ErrInvalidTransaction},
+		{name: "version 0", head: head, txn: apRestore(3, 0), older: versions, wantErr: table.ErrInvalidTransaction},
 		{name: "versions serve the wrong version", head: head, txn: apRestore(3, 1), older: rpVersions{1: v2}, wantErr: table.ErrVersionNotFound},
 	})
 }

@@ -46,7 +46,7 @@ func (a *applier) applyUpdate(op *lancepb.Transaction_Update) error {
 		}
 		modified = append(modified, int32(id))
 	}
-	news, err := a.newFragments(op.GetNewFragments(), "new fragment")
+	news, err := a.newFragments(op.GetNewFragments(), nil, "new fragment")
 	if err != nil {
 		return err
 	}

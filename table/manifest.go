@@ -110,6 +110,10 @@ func (m *Manifest) Schema() *Schema { return m.schema }
 // Callers must not modify it.
 func (m *Manifest) Header() *lancepb.Manifest { return m.header }
 
+// BasePaths returns the base paths data and deletion files may be relative
+// to. Callers must not modify them.
+func (m *Manifest) BasePaths() []*lancepb.BasePath { return m.header.GetBasePaths() }
+
 // MaxFragmentID returns the highest fragment id ever used, if any.
 func (m *Manifest) MaxFragmentID() (uint32, bool) {
 	if m.header.MaxFragmentId == nil {

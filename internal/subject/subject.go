@@ -20,8 +20,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultPrefix is the subject prefix used when none is configured.
@@ -85,10 +88,33 @@ func Validate(name string) error {
 	if len(name) > MaxDatasetLen {
 		return &DatasetError{Name: name, Reason: "longer than " + strconv.Itoa(MaxDatasetLen) + " bytes"}
 	}
-	if i := strings.IndexFunc(name, func(r rune) bool { return !tokenRune(r) }); i >= 0 {
-		return &DatasetError{Name: name, Reason: fmt.Sprintf("character %q at %d is not in [A-Za-z0-9_-]", name[i], i)}
+	for i, r := range name {
+		if !tokenRune(r) {
+			return &DatasetError{Name: name, Reason: fmt.Sprintf("%s at byte %d; a dataset name is one subject token of [A-Za-z0-9_-]", describeRune(name[i:], r), i)}
+		}
 	}
 	return nil
+}
+
+// describeRune says what is wrong with r, the first rune of rest, in a
+// dataset name. Characters are quoted with %q, so control characters,
+// invalid UTF-8 and look-alike non-ASCII letters are visible.
+func describeRune(rest string, r rune) string {
+	switch {
+	case r == '.':
+		return "'.' separates subject tokens"
+	case r == '*' || r == '>':
+		return fmt.Sprintf("%q is a subject wildcard", r)
+	case r == utf8.RuneError && !strings.HasPrefix(rest, string(utf8.RuneError)):
+		return fmt.Sprintf("invalid UTF-8 byte %q", rest[:1])
+	case unicode.IsSpace(r):
+		return fmt.Sprintf("whitespace %q", r)
+	case unicode.IsControl(r):
+		return fmt.Sprintf("control character %q", r)
+	case r > unicode.MaxASCII:
+		return fmt.Sprintf("non-ASCII character %q (%U)", r, r)
+	}
+	return fmt.Sprintf("character %q", r)
 }
 
 func tokenRune(r rune) bool {
@@ -173,6 +199,51 @@ func (s Scheme) ParseTxn(subj string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
 	}
 	return rest, nil
+}
+
+// ParseStaged returns the dataset token of a subject a staged message was
+// stored under, which the stream may accept even when it is no valid
+// dataset: a literal "*" or ">" token, or a dataset with dots when the
+// stream's subjects are wider than one token. A subject outside the
+// staging prefix gives an error wrapping ErrNotOurs. A token that is not
+// a valid dataset name is returned together with a *DatasetError
+// (wrapping ErrInvalidDataset), so that the caller can reject the message
+// with a decision instead of ignoring it: such a message must never
+// stall, or be taken for, another dataset's traffic.
+func (s Scheme) ParseStaged(subj string) (string, error) {
+	rest, ok := strings.CutPrefix(subj, s.Prefix()+".txn.")
+	if !ok || rest == "" {
+		return "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	return rest, Validate(rest)
+}
+
+// Partition returns the partition, 0 ≤ p < n, of dataset ds among n, as
+// the NATS server computes it for a subject mapping
+// "{{partition(n,k)}}" whose k-th wildcard token is ds: the 32-bit FNV-1a
+// hash of the token's bytes, modulo n. (The server hashes the listed
+// tokens concatenated; with one token, that is the dataset name.) n ≤ 0
+// gives 0, as the server does for 0.
+func Partition(ds string, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ds)) // never fails
+	return int(h.Sum32() % uint32(n))
+}
+
+// TxnPartitioned returns the staging subject of ds in partition part:
+// <prefix>.txn.<part>.<ds>, the form TxnPartitionMapping produces.
+func (s Scheme) TxnPartitioned(part int, ds string) string {
+	return s.Prefix() + ".txn." + strconv.Itoa(part) + "." + ds
+}
+
+// TxnPartitionMapping returns the source and destination of the stream
+// subject transform that spreads staged transactions over n partitions:
+// <prefix>.txn.* → <prefix>.txn.<Partition(ds, n)>.<ds>.
+func (s Scheme) TxnPartitionMapping(n int) (src, dest string) {
+	return s.TxnAll(), s.Prefix() + ".txn.{{partition(" + strconv.Itoa(n) + ",1)}}.{{wildcard(1)}}"
 }
 
 // ParseDec returns the dataset and outcome of a decision subject.

@@ -1,0 +1,128 @@
+package subject_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
+)
+
+// TestValidateMessages: every kind of bad name gets a reason a person can
+// act on, and the name is shown quoted, so invisible and look-alike
+// characters are visible.
+func TestValidateMessages(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"a.b", `invalid dataset name "a.b": '.' separates subject tokens at byte 1`},
+		{"*", `invalid dataset name "*": '*' is a subject wildcard at byte 0`},
+		{"x>", `invalid dataset name "x>": '>' is a subject wildcard at byte 1`},
+		{"a b", `whitespace ' ' at byte 1`},
+		{"a\tb", `"a\tb": whitespace '\t' at byte 1`},
+		{"a\x00", `"a\x00": control character '\x00' at byte 1`},
+		{"dätä", `"dätä": non-ASCII character 'ä' (U+00E4) at byte 1`},
+		{"\u0430bc", `non-ASCII character 'а' (U+0430) at byte 0`}, // Cyrillic a
+		{"a\xffb", `"a\xffb": invalid UTF-8 byte "\xff" at byte 1`},
+		{"a/b", `character '/' at byte 1`},
+	} {
+		err := subject.Validate(c.name)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%q) = %v; want it to contain %s", c.name, err, c.want)
+		}
+		if !errors.Is(err, subject.ErrInvalidDataset) {
+			t.Errorf("Validate(%q) = %v; does not wrap ErrInvalidDataset", c.name, err)
+		}
+	}
+}
+
+func TestParseStaged(t *testing.T) {
+	var s subject.Scheme
+	for _, c := range []struct {
+		subj, ds string
+		err      error
+	}{
+		{"cg.txn.orders", "orders", nil},
+		{"cg.txn.*", "*", subject.ErrInvalidDataset},
+		{"cg.txn.>", ">", subject.ErrInvalidDataset},
+		{"cg.txn.a.b", "a.b", subject.ErrInvalidDataset},
+		{"cg.txn.dätä", "dätä", subject.ErrInvalidDataset},
+		{"cg.txn.", "", subject.ErrNotOurs},
+		{"cg.dec.orders.committed", "", subject.ErrNotOurs},
+		{"other.txn.orders", "", subject.ErrNotOurs},
+	} {
+		ds, err := s.ParseStaged(c.subj)
+		if ds != c.ds || !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+			t.Errorf("ParseStaged(%q) = %q, %v; want %q, %v", c.subj, ds, err, c.ds, c.err)
+		}
+		var de *subject.DatasetError
+		if errors.Is(err, subject.ErrInvalidDataset) && (!errors.As(err, &de) || de.Name != c.ds) {
+			t.Errorf("ParseStaged(%q) error %v does not name the token", c.subj, err)
+		}
+	}
+}
+
+// TestPartitionMatchesServer publishes to a real server's stream whose
+// subject transform is TxnPartitionMapping, and checks that the subject
+// each message was stored under carries Partition of its dataset.
+func TestPartitionMatchesServer(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var s subject.Scheme
+	for _, n := range []int{1, 7, 64} {
+		src, dest := s.TxnPartitionMapping(n)
+		name := fmt.Sprintf("PART%d", n)
+		st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: []string{src},
+			SubjectTransform: &jetstream.SubjectTransformConfig{Source: src, Destination: dest},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for i := range 40 {
+			names = append(names, fmt.Sprintf("ds-%d", i*7919))
+		}
+		names = append(names, "a", "orders_2024", strings.Repeat("z", subject.MaxDatasetLen))
+		for _, ds := range names {
+			if _, err := js.Publish(ctx, s.Txn(ds), []byte(ds)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, ds := range names {
+			m, err := st.GetMsg(ctx, uint64(i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := s.TxnPartitioned(subject.Partition(ds, n), ds); m.Subject != want {
+				t.Errorf("n=%d: %q stored as %q; Partition says %q", n, ds, m.Subject, want)
+			}
+		}
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPartitionBounds(t *testing.T) {
+	if p := subject.Partition("x", 0); p != 0 {
+		t.Errorf("Partition(x, 0) = %d; want 0", p)
+	}
+	seen := map[int]bool{}
+	for i := range 1000 {
+		p := subject.Partition(fmt.Sprint("ds", i), 16)
+		if p < 0 || p >= 16 {
+			t.Fatalf("Partition = %d, outside [0, 16)", p)
+		}
+		seen[p] = true
+	}
+	if len(seen) != 16 {
+		t.Errorf("1000 names fill %d of 16 partitions", len(seen))
+	}
+}
