@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/evaluator"
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 )
 
@@ -32,6 +33,7 @@ type Committer struct {
 	txn     jetstream.Stream
 	dec     jetstream.Stream
 	obj     jetstream.ObjectStore
+	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
 	dvRoot  *fsDeletionsRoot
 	policy  evaluator.DeletionPolicy
@@ -78,10 +80,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 func (c *Committer) Run(ctx context.Context) error {
 	var err error
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c.txn, c.dec, c.obj, err = ensureStreams(setup, c.js, c.cfg)
-	if err == nil {
-		err = c.loadCheckpointIndex(setup)
-	}
+	err = c.openStreams(setup)
 	cancel()
 	if err != nil {
 		return err

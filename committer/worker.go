@@ -418,12 +418,12 @@ func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.
 	if len(recs) >= c.cfg.AtomicBatchMin {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return c.appendDecisions(actx, w.ds, expect, recs)
+		return c.dl.Append(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := c.appendDecisions(actx, w.ds, expect, recs[i:i+1])
+		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {
 			return nil, err
@@ -458,9 +458,8 @@ func (w *worker) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st := w.st
-	_, err := w.c.scanLog(ctx, w.ds, w.c.sc.DecOf(w.ds), st.lastDecSeq+1, false, func(r logRecord) error {
-		return st.replay(r.rec, r.seq)
-	})
+	from := st.lastDecSeq + 1
+	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, st.replay)
 	if err != nil {
 		return err
 	}
