@@ -25,6 +25,7 @@ type staged struct {
 // verdict is the decision core's answer for one staged message.
 type verdict struct {
 	skip      bool                  // decided before: ack, append nothing
+	broken    error                 // errBrokenState: decide nothing, stop
 	rec       *cellguardpb.Decision // the record to append
 	next      *table.Manifest       // committed: the new head
 	txn       *lancepb.Transaction  // committed: the transaction as committed
@@ -119,6 +120,9 @@ func (s *state) decide(in staged) verdict {
 		rec.ReadVersion = txn.GetReadVersion()
 	}
 	v, rej := s.judge(in, txn, op, decodeErr, rec)
+	if v.broken != nil {
+		return v
+	}
 	if rej != nil {
 		rec.Outcome = cellguardpb.Outcome_OUTCOME_REJECTED
 		rec.Reason = rej.reason
@@ -207,6 +211,9 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	opts := s.lim.rules
 	opts.hist = s
 	if err := checkPreconditions(pinned, head, txn, op, opts); err != nil {
+		if errors.Is(err, errBrokenState) {
+			return verdict{broken: err}, nil
+		}
 		return verdict{}, asRejection(err)
 	}
 	rebased, dels, err := land(pinned, head, txn, opts)

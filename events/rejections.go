@@ -217,7 +217,10 @@ func (q *Rejections) deliver(ctx context.Context, d declog.Delivery, h Rejection
 	// Keep the job while it is handled: progress resets the AckWait.
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	alive := make(chan struct{})
+	defer func() { cancel(); <-alive }() // the keep-alive ends before deliver returns
 	go func() {
+		defer close(alive)
 		t := time.NewTicker(q.cfg.AckWait / 3)
 		defer t.Stop()
 		for {

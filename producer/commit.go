@@ -78,7 +78,10 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 	}
 	var found <-chan lookup
 	if repeat {
-		found = c.lookupAsync(ctx, txn.dataset, txn.ID(), txn.ReadVersion())
+		lctx, stop := context.WithCancel(ctx)
+		ch := c.lookupAsync(lctx, txn.dataset, txn.ID(), txn.ReadVersion())
+		defer func() { stop(); <-ch }() // the lookup ends before Commit returns
+		found = ch
 	}
 	return c.await(ctx, f, w, found, txn.ID())
 }
@@ -99,6 +102,7 @@ type lookup struct {
 func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uint64) <-chan lookup {
 	ch := make(chan lookup, 1)
 	go func() {
+		defer close(ch)
 		r, found, err := c.findDecision(ctx, ds, id, readVersion)
 		ch <- lookup{r: r, found: found, err: err}
 	}()
