@@ -1,9 +1,11 @@
-# cellguard — every target a newcomer or CI needs. `make check` is what CI
-# should hold a change to; `make test` is what .ci/run runs.
+# cellguard — every target a newcomer or CI needs. `make test` is what
+# .ci/run runs and what CI holds a change to: formatting, vet, module
+# tidiness, generated-code drift and the race-enabled suite. `make check`
+# is the same target under its older name.
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test test-long check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
@@ -12,8 +14,12 @@ build:
 demo:
 	$(GO) run ./cmd/cellguard demo
 
-## test: the full test suite (embedded servers, hermetic).
-test:
+## test: gofmt, go vet, go mod tidy -diff, proto drift, and the whole
+## suite under the race detector (embedded servers, hermetic).
+test: check
+
+## test-quick: the suite without the race detector, for quick local runs.
+test-quick:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 ## test-long: the long oracle run, more crash-injection runs, the long demo scenario.
@@ -22,7 +28,7 @@ test-long:
 	$(GO) test -count=1 -timeout 60m ./committer -run Crash -crash.runs=500
 	$(GO) test -count=1 -timeout 60m ./cmd/cellguard -run TestDemoScenario -demo.long
 
-## check: formatting, vet, race-enabled tests, module tidiness, generated code drift.
+## check: formatting, vet, module tidiness, generated code drift, race-enabled tests.
 check: fmt vet tidy-check proto-check race
 
 fmt:
@@ -32,7 +38,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 race:
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 tidy-check:
 	$(GO) mod tidy -diff

@@ -8,34 +8,23 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
-	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 )
 
 // loadCheckpointIndex lists the checkpoint object store once.
 func (c *Committer) loadCheckpointIndex(ctx context.Context) error {
-	infos, err := c.obj.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil
-	}
+	all, err := c.dl.CheckpointVersions(ctx)
 	if err != nil {
-		return fmt.Errorf("committer: list checkpoints: %w", err)
+		return fmt.Errorf("committer: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, o := range infos {
-		ds, v, err := subject.ParseCheckpointKey(o.Name)
-		if err != nil {
-			continue
-		}
-		c.cps[ds] = append(c.cps[ds], v)
-	}
-	for ds := range c.cps {
-		slices.Sort(c.cps[ds])
+	for ds, vs := range all {
+		c.cps[ds] = vs
 	}
 	return nil
 }
@@ -61,42 +50,10 @@ func (c *Committer) addCheckpoint(ds string, v uint64) {
 	}
 }
 
-// readCheckpoint loads the checkpoint of ds at version v.
-func (c *Committer) readCheckpoint(ctx context.Context, ds string, v uint64) (*cellguardpb.Checkpoint, *table.Manifest, error) {
-	b, err := c.obj.GetBytes(ctx, subject.CheckpointKey(ds, v))
-	if err != nil {
-		return nil, nil, fmt.Errorf("committer: read checkpoint %s@%d: %w", ds, v, err)
-	}
-	cp := &cellguardpb.Checkpoint{}
-	if err := proto.Unmarshal(b, cp); err != nil {
-		return nil, nil, fmt.Errorf("committer: decode checkpoint %s@%d: %w", ds, v, err)
-	}
-	pb := &lancepb.Manifest{}
-	if err := proto.Unmarshal(cp.Manifest, pb); err != nil {
-		return nil, nil, fmt.Errorf("committer: decode checkpoint manifest %s@%d: %w", ds, v, err)
-	}
-	m, err := table.FromProto(pb)
-	if err != nil {
-		return nil, nil, fmt.Errorf("committer: checkpoint manifest %s@%d: %w", ds, v, err)
-	}
-	if cp.Version != v || m.Version() != v || cp.Dataset != ds {
-		return nil, nil, fmt.Errorf("committer: checkpoint %s@%d holds %s@%d (manifest %d)", ds, v, cp.Dataset, cp.Version, m.Version())
-	}
-	return cp, m, nil
-}
-
-// WriteCheckpoint stores the checkpoint of a manifest; the committer calls
-// it every K versions, tools may call it too.
+// writeCheckpoint stores the checkpoint of a manifest; the committer calls
+// it every K versions.
 func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Manifest, decSeq, txnSeq uint64) error {
-	mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(m.Proto())
-	if err != nil {
-		return err
-	}
-	b, err := proto.Marshal(&cellguardpb.Checkpoint{Dataset: ds, Version: m.Version(), Manifest: mb, LastDecSeq: decSeq, LastTxnSeq: txnSeq})
-	if err != nil {
-		return err
-	}
-	if _, err := c.obj.PutBytes(ctx, subject.CheckpointKey(ds, m.Version()), b); err != nil {
+	if err := c.dl.WriteCheckpoint(ctx, declog.Checkpoint{Dataset: ds, Manifest: m, DecSeq: decSeq, TxnSeq: txnSeq}); err != nil {
 		return err
 	}
 	c.addCheckpoint(ds, m.Version())
@@ -105,21 +62,20 @@ func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Man
 
 // loadState fills st from the log: a headers-only pass indexes every
 // decision (ids for exactly-once, version → record sequence), then the
-// manifest is rebuilt from the newest usable checkpoint plus the committed
-// records after it.
+// manifest is rebuilt from the newest trusted checkpoint plus the
+// committed records after it.
 func (c *Committer) loadState(ctx context.Context, st *state) error {
-	var versionTxnSeq []uint64
-	_, err := c.scanLog(ctx, st.ds, c.sc.DecOf(st.ds), 1, true, func(r logRecord) error {
-		if r.rec.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
-			if want := uint64(len(st.versionSeq)) + 1; r.rec.Version != want {
-				return fmt.Errorf("committer: log of %s: record %d has version %d, want %d", st.ds, r.seq, r.rec.Version, want)
+	from := uint64(1)
+	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
+		if r.Committed() {
+			if want := uint64(len(st.versionSeq)) + 1; r.Version != want {
+				return fmt.Errorf("committer: log of %s: record %d has version %d, want %d", st.ds, r.Seq, r.Version, want)
 			}
-			st.versionSeq = append(st.versionSeq, r.seq)
-			versionTxnSeq = append(versionTxnSeq, r.rec.TxnSeq)
+			st.versionSeq = append(st.versionSeq, r.Seq)
 		}
-		st.decided.add(r.rec.TxnUuid)
-		st.lastDecSeq = r.seq
-		st.lastTxnSeq = max(st.lastTxnSeq, r.rec.TxnSeq)
+		st.decided.add(r.TxnID)
+		st.lastDecSeq = r.Seq
+		st.lastTxnSeq = max(st.lastTxnSeq, r.TxnSeq)
 		return nil
 	})
 	if err != nil {
@@ -129,25 +85,20 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if top == 0 {
 		return nil
 	}
-	start := uint64(1) // first log sequence to replay bodies from
+	from = 1 // first log sequence to replay bodies from
 	if v, ok := c.latestCheckpoint(st.ds, top); ok {
-		cp, m, err := c.readCheckpoint(ctx, st.ds, v)
-		switch {
-		case err != nil:
+		cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
+		if err != nil {
 			c.log.Warn("unusable checkpoint; replaying from the start", "dataset", st.ds, "version", v, "err", err)
-		case cp.LastDecSeq != st.versionSeq[v-1]:
-			c.log.Warn("checkpoint does not match the log; replaying from the start", "dataset", st.ds, "version", v)
-		default:
-			st.head = m
-			start = cp.LastDecSeq + 1
+		} else {
+			st.head = cp.Manifest
+			from = cp.DecSeq + 1
 		}
 	}
 	if st.headVersion() == top {
 		return nil
 	}
-	_, err = c.scanLog(ctx, st.ds, c.sc.Dec(st.ds, subject.Committed), start, false, func(r logRecord) error {
-		return st.advance(r.rec)
-	})
+	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, st.advance)
 	if err != nil {
 		return err
 	}
@@ -178,27 +129,15 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	var rec *cellguardpb.Decision
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		// Short attempts: a request sent as the connection drops is
-		// never answered, and waiting out a long timeout stalls the
-		// dataset.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		rec, err = h.c.record(ctx, st.versionSeq[v-1])
-		cancel()
-		if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-	}
+	r, err := h.c.record(context.Background(), st.versionSeq[v-1])
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	txn := &lancepb.Transaction{}
-	if err := proto.Unmarshal(rec.Transaction, txn); err != nil {
+	txn, err := r.Txn()
+	if err != nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, err)
 	}
 	if h.txns == nil || len(h.txns) >= maxCachedTxns {
@@ -220,10 +159,10 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 	from := uint64(1)
 	if cv, ok := h.c.latestCheckpoint(st.ds, v); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, cm, err := h.c.readCheckpoint(ctx, st.ds, cv)
+		cp, err := h.c.dl.ReadCheckpoint(ctx, st.ds, cv)
 		cancel()
 		if err == nil {
-			m, from = cm, cv+1
+			m, from = cp.Manifest, cv+1
 		}
 	}
 	for u := from; u <= v; u++ {

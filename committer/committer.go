@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/evaluator"
+	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 )
 
@@ -32,6 +34,7 @@ type Committer struct {
 	txn     jetstream.Stream
 	dec     jetstream.Stream
 	obj     jetstream.ObjectStore
+	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
 	dvRoot  *fsDeletionsRoot
 	policy  evaluator.DeletionPolicy
@@ -78,22 +81,19 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 func (c *Committer) Run(ctx context.Context) error {
 	var err error
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c.txn, c.dec, c.obj, err = ensureStreams(setup, c.js, c.cfg)
-	if err == nil {
-		err = c.loadCheckpointIndex(setup)
-	}
+	err = c.openStreams(setup)
 	cancel()
 	if err != nil {
 		return err
 	}
-	unsub, err := c.watchUnpinned()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	unsub, err := c.watchUnpinned(runCtx)
 	if err != nil {
 		return err
 	}
 	defer unsub()
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	for _, ds := range c.cfg.Datasets {
 		c.ensureWorker(runCtx, ds)
 	}
@@ -170,14 +170,15 @@ func (c *Committer) ensureWorker(ctx context.Context, ds string) {
 				return
 			}
 			c.log.Error("dataset worker failed; restarting", "dataset", ds, "err", err)
-			select {
-			case <-ctx.Done():
+			if retry.Sleep(ctx, workerRestartPause) != nil {
 				return
-			case <-time.After(500 * time.Millisecond):
 			}
 		}
 	}()
 }
+
+// workerRestartPause is the pause before a failed worker starts again.
+const workerRestartPause = 500 * time.Millisecond
 
 func (c *Committer) signalFatal(err error) {
 	select {
@@ -189,8 +190,9 @@ func (c *Committer) signalFatal(err error) {
 // watchUnpinned subscribes to the UNPINNED advisories of the dataset
 // consumers: when a pinned committer went silent (reason "timeout"), the
 // consumer is reset so its unacked messages go to the next committer now
-// instead of after AckWait.
-func (c *Committer) watchUnpinned() (func(), error) {
+// instead of after AckWait. The reset runs on the subscription's own
+// delivery goroutine, bounded and ended with ctx: nothing outlives Run.
+func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 	subj := "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED." + c.sc.TxnStream() + ".*"
 	sub, err := c.nc.Subscribe(subj, func(m *nats.Msg) {
 		var adv struct {
@@ -200,7 +202,7 @@ func (c *Committer) watchUnpinned() (func(), error) {
 		if json.Unmarshal(m.Data, &adv) != nil || adv.Reason != "timeout" || !strings.HasPrefix(adv.Consumer, "commit-") {
 			return
 		}
-		go c.resetConsumer(adv.Consumer)
+		c.resetConsumer(ctx, adv.Consumer)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("committer: watch advisories: %w", err)
@@ -208,8 +210,8 @@ func (c *Committer) watchUnpinned() (func(), error) {
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-func (c *Committer) resetConsumer(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (c *Committer) resetConsumer(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := c.txn.ResetConsumer(ctx, name); err != nil {
 		c.log.Warn("reset consumer after unpin", "consumer", name, "err", err)

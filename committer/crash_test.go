@@ -163,10 +163,7 @@ func loadForTest(t testing.TB, url string, cfg Config, ds string) *state {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.txn, c.dec, c.obj, err = ensureStreams(t.Context(), c.js, c.cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.loadCheckpointIndex(t.Context()); err != nil {
+	if err := c.openStreams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorker(c, ds)

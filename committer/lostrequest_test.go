@@ -42,7 +42,7 @@ func TestCatchUpSurvivesLostRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.txn, c.dec, c.obj, err = ensureStreams(t.Context(), c.js, c.cfg); err != nil {
+	if err := c.openStreams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorker(c, ds)
@@ -59,7 +59,7 @@ func TestCatchUpSurvivesLostRequest(t *testing.T) {
 
 	sw := &swallowingStream{Stream: c.dec}
 	sw.swallow.Store(1)
-	c.dec = sw
+	c.useStreams(c.txn, sw, c.obj)
 	begin := time.Now()
 	if err := w.catchUp(t.Context()); err != nil {
 		t.Fatalf("catchUp: %v", err)

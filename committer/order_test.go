@@ -25,7 +25,7 @@ func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worke
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.txn, c.dec, c.obj, err = ensureStreams(t.Context(), c.js, c.cfg); err != nil {
+	if err := c.openStreams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorker(c, ds)

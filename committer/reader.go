@@ -4,21 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/table"
 )
 
 // Reader reads datasets from the decision log and the checkpoints without
-// deciding anything: the same loading code a starting committer runs.
+// deciding anything, through the same decision-log package a starting
+// committer loads with.
 type Reader struct {
-	c *Committer
+	sc subject.Scheme
+	dl *declog.Log
 }
 
 // DatasetInfo summarizes one dataset's decision log.
@@ -28,39 +30,32 @@ type DatasetInfo struct {
 	Rejected uint64 // rejected decisions
 }
 
-// NewReader opens the streams of the deployment with the given prefix.
+// NewReader opens the decision log of the deployment with the given prefix.
 func NewReader(ctx context.Context, nc *nats.Conn, prefix string) (*Reader, error) {
-	c, err := New(nc, Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	sc, err := subject.NewScheme(prefix)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("committer: %w", err)
 	}
-	if c.txn, err = c.js.Stream(ctx, c.sc.TxnStream()); err != nil {
-		return nil, fmt.Errorf("committer: open %s: %w", c.sc.TxnStream(), err)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("committer: %w", err)
 	}
-	if c.dec, err = c.js.Stream(ctx, c.sc.DecStream()); err != nil {
-		return nil, fmt.Errorf("committer: open %s: %w", c.sc.DecStream(), err)
+	dl, err := declog.Open(ctx, js, sc, declog.Options{RequestTimeout: logRequestTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("committer: %w", err)
 	}
-	c.obj, err = c.js.ObjectStore(ctx, c.sc.CheckpointBucket())
-	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("committer: open checkpoints: %w", err)
-	}
-	if c.obj != nil {
-		if err := c.loadCheckpointIndex(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return &Reader{c: c}, nil
+	return &Reader{sc: sc, dl: dl}, nil
 }
 
 // Datasets lists the datasets that have decisions, by name.
 func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
-	info, err := r.c.dec.Info(ctx, jetstream.WithSubjectFilter(r.c.sc.DecAll()))
+	info, err := r.dl.Stream().Info(ctx, jetstream.WithSubjectFilter(r.sc.DecAll()))
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*DatasetInfo{}
 	for subj, n := range info.State.Subjects {
-		ds, o, err := r.c.sc.ParseDec(subj)
+		ds, o, err := r.sc.ParseDec(subj)
 		if err != nil {
 			continue
 		}
@@ -84,20 +79,43 @@ func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 }
 
 // Head loads the head manifest of ds (nil if it has none) from the latest
-// checkpoint and the log tail.
+// trusted checkpoint and the log tail.
 func (r *Reader) Head(ctx context.Context, ds string) (*table.Manifest, error) {
-	st := newState(ds, limits{window: 1, maxTxnBytes: 1}, nil)
-	st.older = &logHistory{c: r.c, st: st}
-	if err := r.c.loadState(ctx, st); err != nil {
-		return nil, err
+	m, _, err := r.dl.Load(ctx, ds, 0, r.versions(ctx, ds))
+	if errors.Is(err, declog.ErrNoDataset) {
+		return nil, nil
 	}
-	return st.head, nil
+	return m, err
+}
+
+// versions serves older manifests of ds to a Restore being replayed.
+func (r *Reader) versions(ctx context.Context, ds string) table.Versions {
+	return readerVersions{r: r, ctx: ctx, ds: ds}
+}
+
+type readerVersions struct {
+	r   *Reader
+	ctx context.Context
+	ds  string
+}
+
+func (v readerVersions) Manifest(version uint64) (*table.Manifest, error) {
+	m, _, err := v.r.dl.Load(v.ctx, v.ds, version, v)
+	if errors.Is(err, declog.ErrNoVersion) || errors.Is(err, declog.ErrNoDataset) {
+		return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
+	}
+	return m, err
 }
 
 // Log calls fn for every decision of ds with log sequence ≥ from, in order.
 func (r *Reader) Log(ctx context.Context, ds string, from uint64, fn func(seq uint64, rec *cellguardpb.Decision) error) error {
-	_, err := r.c.scanLog(ctx, ds, r.c.sc.DecOf(ds), max(from, 1), false, func(lr logRecord) error {
-		return fn(lr.seq, lr.rec)
-	})
-	return err
+	for rec, err := range r.dl.Scan(ctx, r.sc.DecOf(ds), from, declog.ScanOptions{}) {
+		if err != nil {
+			return err
+		}
+		if err := fn(rec.Seq, rec.Decision); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -24,6 +24,12 @@ type history interface {
 	Committed(version uint64) (*lancepb.Transaction, error)
 }
 
+// errBrokenState reports committed state the rules cannot read (a
+// malformed manifest of the pinned or head version). It is no fault of
+// the transaction being decided: the worker decides nothing, logs it as
+// an error and restarts from the log.
+var errBrokenState = errors.New("committer: committed state is unreadable")
+
 // rejection is a typed reason to reject, produced by the rules.
 type rejection struct {
 	reason          cellguardpb.Reason
@@ -73,6 +79,11 @@ func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, 
 	}
 	eo := evaluator.Options{Policy: opts.policy, Deletions: opts.deletions}
 	v, err := evaluator.Evaluate(pinned, head, pre, eo)
+	if errors.Is(err, evaluator.ErrMalformedManifest) {
+		// The committed manifests themselves do not read: the state is
+		// broken, not the transaction. Decide nothing.
+		return fmt.Errorf("%w: evaluate: %w", errBrokenState, err)
+	}
 	if err != nil {
 		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "evaluate: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -24,6 +25,7 @@ type staged struct {
 // verdict is the decision core's answer for one staged message.
 type verdict struct {
 	skip      bool                  // decided before: ack, append nothing
+	broken    error                 // errBrokenState: decide nothing, stop
 	rec       *cellguardpb.Decision // the record to append
 	next      *table.Manifest       // committed: the new head
 	txn       *lancepb.Transaction  // committed: the transaction as committed
@@ -118,6 +120,9 @@ func (s *state) decide(in staged) verdict {
 		rec.ReadVersion = txn.GetReadVersion()
 	}
 	v, rej := s.judge(in, txn, op, decodeErr, rec)
+	if v.broken != nil {
+		return v
+	}
 	if rej != nil {
 		rec.Outcome = cellguardpb.Outcome_OUTCOME_REJECTED
 		rec.Reason = rej.reason
@@ -206,6 +211,9 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	opts := s.lim.rules
 	opts.hist = s
 	if err := checkPreconditions(pinned, head, txn, op, opts); err != nil {
+		if errors.Is(err, errBrokenState) {
+			return verdict{broken: err}, nil
+		}
 		return verdict{}, asRejection(err)
 	}
 	rebased, dels, err := land(pinned, head, txn, opts)
@@ -338,40 +346,30 @@ func (s *state) evict() {
 // replay folds one record of the decision log into the state, as when
 // catching up after a fence. Committed records are applied with the same
 // function deciding uses; the result must carry the recorded version.
-func (s *state) replay(rec *cellguardpb.Decision, decSeq uint64) error {
-	if rec.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
-		if err := s.advance(rec); err != nil {
+func (s *state) replay(r declog.Record) error {
+	if r.Committed() {
+		if err := s.advance(r); err != nil {
 			return err
 		}
-		s.versionSeq = append(s.versionSeq, decSeq)
+		s.versionSeq = append(s.versionSeq, r.Seq)
 	}
-	s.decided.add(rec.TxnUuid)
-	s.lastDecSeq = decSeq
-	s.lastTxnSeq = max(s.lastTxnSeq, rec.TxnSeq)
+	s.decided.add(r.TxnID)
+	s.lastDecSeq = r.Seq
+	s.lastTxnSeq = max(s.lastTxnSeq, r.TxnSeq)
 	return nil
 }
 
 // advance applies a committed record to the head manifest.
-func (s *state) advance(rec *cellguardpb.Decision) error {
-	if want := s.headVersion() + 1; rec.Version != want {
-		return fmt.Errorf("replay %s: record has version %d, want %d", s.ds, rec.Version, want)
-	}
-	txn := &lancepb.Transaction{}
-	if err := proto.Unmarshal(rec.Transaction, txn); err != nil {
-		return fmt.Errorf("replay %s@%d: decode transaction: %w", s.ds, rec.Version, err)
-	}
-	next, err := applyTxn(s.head, txn, s)
+func (s *state) advance(r declog.Record) error {
+	next, txn, err := declog.Replay(s.head, r, s)
 	if err != nil {
-		return fmt.Errorf("replay %s@%d: %w", s.ds, rec.Version, err)
-	}
-	if next.Version() != rec.Version {
-		return fmt.Errorf("replay %s: applying version %d produced %d", s.ds, rec.Version, next.Version())
+		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}
 	if s.head != nil {
 		s.recent[s.head.Version()] = s.head
 	}
 	s.head = next
-	s.txns[rec.Version] = txn
+	s.txns[r.Version] = txn
 	s.evict()
 	return nil
 }

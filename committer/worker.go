@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 )
@@ -257,7 +258,7 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 	}
 	for attempt := 0; ; attempt++ {
 		err := w.decideAndAppend(ctx, batch, ins, stamps)
-		if err == nil || errors.Is(err, errCrash) {
+		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) {
 			return err
 		}
 		if errors.Is(err, ErrFenced) {
@@ -276,13 +277,10 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 			w.needGap = true
 			return nil
 		}
-		time.Sleep(backoff(attempt))
+		// The batch in hand is finished even when runCtx ends: pause on
+		// ctx, which does not.
+		_ = retry.Sleep(ctx, logRetry.Delay(attempt))
 	}
-}
-
-func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt, 6)
-	return min(d, time.Second)
 }
 
 // sortByStreamSeq orders a batch (and its parallel slices) by CG_TXN
@@ -353,6 +351,10 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 			continue // decided already (a redelivery): ack only
 		}
 		v := st.decide(in)
+		if v.broken != nil {
+			st.rollback(m)
+			return fmt.Errorf("%s: staged message %d: %w", w.ds, in.seq, v.broken)
+		}
 		if v.skip {
 			continue // the uuid has a decision (a republish): ack only
 		}
@@ -418,12 +420,12 @@ func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.
 	if len(recs) >= c.cfg.AtomicBatchMin {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return c.appendDecisions(actx, w.ds, expect, recs)
+		return c.dl.Append(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := c.appendDecisions(actx, w.ds, expect, recs[i:i+1])
+		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {
 			return nil, err
@@ -458,9 +460,8 @@ func (w *worker) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st := w.st
-	_, err := w.c.scanLog(ctx, w.ds, w.c.sc.DecOf(w.ds), st.lastDecSeq+1, false, func(r logRecord) error {
-		return st.replay(r.rec, r.seq)
-	})
+	from := st.lastDecSeq + 1
+	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, st.replay)
 	if err != nil {
 		return err
 	}

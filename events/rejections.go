@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
@@ -148,6 +149,10 @@ func (q *Rejections) filter() string {
 // handled when ctx ends is handed back for another worker. Run blocks;
 // the goroutines it starts have exited when it returns.
 func (q *Rejections) Run(ctx context.Context, h RejectionHandler) error {
+	dl, err := declog.Open(ctx, q.js, q.sc, declog.Options{})
+	if err != nil {
+		return fmt.Errorf("events: rejections: %w", err)
+	}
 	cons, err := q.consumer(ctx)
 	if err != nil {
 		return fmt.Errorf("events: rejections: %w", err)
@@ -156,8 +161,12 @@ func (q *Rejections) Run(ctx context.Context, h RejectionHandler) error {
 	if q.cfg.Queue != "" {
 		max = 1 // spread the work over the pool; hold one job at a time
 	}
-	return consume(ctx, cons, max, "rejections", func(m jetstream.Msg) error {
-		return q.deliver(ctx, m, h)
+	return consume(ctx, dl, cons, max, "rejections", func(d declog.Delivery, err error) error {
+		if err != nil || d.Committed() {
+			_ = d.Msg.TermWithReason("not a rejected decision")
+			return nil
+		}
+		return q.deliver(ctx, d, h)
 	})
 }
 
@@ -196,22 +205,9 @@ func (q *Rejections) consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // deliver runs h on one message and settles it. Only a failure of the
 // feed itself is returned.
-func (q *Rejections) deliver(ctx context.Context, m jetstream.Msg, h RejectionHandler) error {
-	md, err := m.Metadata()
-	if err != nil {
-		return fmt.Errorf("events: rejections: %w", err)
-	}
-	ds, o, err := q.sc.ParseDec(m.Subject())
-	if err != nil || o != subject.Rejected {
-		_ = m.Term()
-		return nil
-	}
-	d := &cellguardpb.Decision{}
-	if err := proto.Unmarshal(m.Data(), d); err != nil {
-		_ = m.TermWithReason("undecodable decision")
-		return nil
-	}
-	r := &Rejected{Dataset: ds, TxnID: d.GetTxnUuid(), Seq: md.Sequence.Stream, Err: producer.Rejection(d), Decision: d, Delivery: md.NumDelivered}
+func (q *Rejections) deliver(ctx context.Context, d declog.Delivery, h RejectionHandler) error {
+	m := d.Msg
+	r := &Rejected{Dataset: d.Dataset, TxnID: d.TxnID, Seq: d.Seq, Err: producer.Rejection(d.Decision), Decision: d.Decision, Delivery: d.Delivered}
 	if q.cfg.Queue == "" {
 		if err := h(ctx, r); err != nil && !errors.Is(err, ErrDrop) && ctx.Err() == nil {
 			return err
@@ -221,7 +217,10 @@ func (q *Rejections) deliver(ctx context.Context, m jetstream.Msg, h RejectionHa
 	// Keep the job while it is handled: progress resets the AckWait.
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	alive := make(chan struct{})
+	defer func() { cancel(); <-alive }() // the keep-alive ends before deliver returns
 	go func() {
+		defer close(alive)
 		t := time.NewTicker(q.cfg.AckWait / 3)
 		defer t.Stop()
 		for {
@@ -233,7 +232,7 @@ func (q *Rejections) deliver(ctx context.Context, m jetstream.Msg, h RejectionHa
 			}
 		}
 	}()
-	err = h(hctx, r)
+	err := h(hctx, r)
 	cancel()
 	switch {
 	case err == nil:

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
@@ -102,8 +103,12 @@ func (s *Subscriber) Run(ctx context.Context, h Handler) error {
 		}
 		defer reader.Close()
 	}
-	r := &run{s: s, reader: reader, h: h}
-	err := r.run(ctx)
+	dl, err := declog.Open(ctx, s.js, s.sc, declog.Options{})
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	r := &run{s: s, reader: reader, dl: dl, h: h}
+	err = r.run(ctx)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrMsgIteratorClosed)) {
 		return nil
 	}
@@ -114,6 +119,7 @@ func (s *Subscriber) Run(ctx context.Context, h Handler) error {
 type run struct {
 	s      *Subscriber
 	reader *producer.Client
+	dl     *declog.Log
 	h      Handler
 	last   *table.Manifest
 	lastV  uint64
@@ -144,16 +150,22 @@ func (r *run) run(ctx context.Context) error {
 	if s.cfg.Durable != "" {
 		max = 1
 	}
-	return consume(ctx, cons, max, "follow "+s.cfg.Dataset, func(m jetstream.Msg) error {
-		return r.deliver(ctx, m)
+	return consume(ctx, r.dl, cons, max, "follow "+s.cfg.Dataset, func(d declog.Delivery, err error) error {
+		if err != nil {
+			if s.cfg.Durable != "" {
+				_ = d.Msg.Nak()
+			}
+			return fmt.Errorf("events: %w", err)
+		}
+		return r.deliver(ctx, d)
 	})
 }
 
 // deliver hands one committed record to the handler and, for a durable
 // subscriber, acknowledges it (or hands it back when the handler failed).
-func (r *run) deliver(ctx context.Context, m jetstream.Msg) error {
-	s := r.s
-	if err := r.handle(ctx, m); err != nil {
+func (r *run) deliver(ctx context.Context, d declog.Delivery) error {
+	s, m := r.s, d.Msg
+	if err := r.handle(ctx, d.Record); err != nil {
 		if s.cfg.Durable != "" {
 			_ = m.Nak()
 		}
@@ -225,16 +237,8 @@ func (r *run) durable(ctx context.Context, filter string, start uint64) (jetstre
 }
 
 // handle turns a log record into a Committed and calls the handler.
-func (r *run) handle(ctx context.Context, m jetstream.Msg) error {
+func (r *run) handle(ctx context.Context, rec declog.Record) error {
 	s := r.s
-	md, err := m.Metadata()
-	if err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	rec, err := r.reader.ParseRecord(md.Sequence.Stream, m.Subject(), m.Headers(), m.Data())
-	if err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
 	if r.loaded && rec.Version <= r.lastV {
 		return nil // seen already (a redelivery)
 	}
@@ -243,16 +247,9 @@ func (r *run) handle(ctx context.Context, m jetstream.Msg) error {
 			return err
 		}
 	}
-	txn, err := rec.Txn()
+	next, txn, err := declog.Replay(r.last, rec, r.reader.Versions(s.cfg.Dataset))
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
-	}
-	next, err := table.Apply(r.last, txn, r.reader.Versions(s.cfg.Dataset))
-	if err != nil {
-		return fmt.Errorf("events: %s@%d: apply: %w", s.cfg.Dataset, rec.Version, err)
-	}
-	if next.Version() != rec.Version {
-		return fmt.Errorf("events: %s: record %d made version %d, want %d", s.cfg.Dataset, rec.Seq, next.Version(), rec.Version)
 	}
 	op, _ := table.OpOf(txn)
 	c := &Committed{

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 )
 
@@ -64,6 +65,7 @@ type Client struct {
 
 	mu        sync.Mutex
 	dec, txn  jetstream.Stream
+	dl        *declog.Log // the decision log over dec, once found
 	followers map[string]*follower
 	closed    chan struct{}
 	isClosed  bool
@@ -101,8 +103,8 @@ func (c *Client) Close() {
 	}
 }
 
-// Scheme returns the subject scheme the client uses.
-func (c *Client) Scheme() subject.Scheme { return c.sc }
+// Prefix returns the subject prefix of the deployment the client uses.
+func (c *Client) Prefix() string { return c.sc.Prefix() }
 
 // Conn returns the client's connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
@@ -133,7 +135,11 @@ func (c *Client) streams(ctx context.Context) (dec, txn jetstream.Stream, err er
 		return nil, nil, fmt.Errorf("producer: stream %s (is a committer running?): %w", c.sc.TxnStream(), err)
 	}
 	c.mu.Lock()
-	c.dec, c.txn = dec, txn
+	if c.dl == nil {
+		c.dec, c.txn = dec, txn
+		c.dl = declog.New(c.js, c.sc, dec, nil, declog.Options{})
+	}
+	dec, txn = c.dec, c.txn
 	c.mu.Unlock()
 	return dec, txn, nil
 }
@@ -149,17 +155,20 @@ func (c *Client) follow(ctx context.Context, ds string) (*follower, error) {
 		return nil, ErrClosed
 	}
 	f, ok := c.followers[ds]
+	var failed *follower
 	if ok && f.failed() {
 		// The log could not be followed (undecodable record, lost
 		// consumer): start over from the latest version.
-		go f.stop()
-		ok = false
+		failed, ok = f, false
 	}
 	if !ok {
 		f = newFollower(c, ds)
 		c.followers[ds] = f
 	}
 	c.mu.Unlock()
+	if failed != nil {
+		failed.stop()
+	}
 	if err := f.started(ctx); err != nil {
 		c.mu.Lock()
 		if c.followers[ds] == f {

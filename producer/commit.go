@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
 )
@@ -77,7 +78,10 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 	}
 	var found <-chan lookup
 	if repeat {
-		found = c.lookupAsync(ctx, txn.dataset, txn.ID(), txn.ReadVersion())
+		lctx, stop := context.WithCancel(ctx)
+		ch := c.lookupAsync(lctx, txn.dataset, txn.ID(), txn.ReadVersion())
+		defer func() { stop(); <-ch }() // the lookup ends before Commit returns
+		found = ch
 	}
 	return c.await(ctx, f, w, found, txn.ID())
 }
@@ -90,7 +94,7 @@ func ambiguous(err error) bool {
 }
 
 type lookup struct {
-	r     Record
+	r     declog.Record
 	found bool
 	err   error
 }
@@ -98,6 +102,7 @@ type lookup struct {
 func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uint64) <-chan lookup {
 	ch := make(chan lookup, 1)
 	go func() {
+		defer close(ch)
 		r, found, err := c.findDecision(ctx, ds, id, readVersion)
 		ch <- lookup{r: r, found: found, err: err}
 	}()
@@ -136,8 +141,8 @@ func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan 
 }
 
 // result turns a decision record into Commit's result.
-func (c *Client) result(ctx context.Context, r Record) (uint64, error) {
-	if r.Outcome == subject.Committed {
+func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
+	if r.Committed() {
 		return r.Version, nil
 	}
 	if r.Decision == nil {
@@ -148,46 +153,6 @@ func (c *Client) result(ctx context.Context, r Record) (uint64, error) {
 		r = full
 	}
 	return 0, Rejection(r.Decision)
-}
-
-// findDecision searches the log of ds for the decision of txn id, read at
-// readVersion. A transaction read at v is decided after version v exists,
-// so the search starts at v's committed record and ends at the last
-// record present when it begins.
-func (c *Client) findDecision(ctx context.Context, ds, id string, readVersion uint64) (Record, bool, error) {
-	last, ok, err := c.lastRecord(ctx, c.sc.DecOf(ds))
-	if err != nil || !ok {
-		return Record{}, false, err
-	}
-	start := uint64(1)
-	if readVersion > 0 {
-		seq, err := c.versionSeq(ctx, ds, readVersion)
-		switch {
-		case errors.Is(err, ErrVersionNotFound):
-			// A read version the log does not have: search it all.
-		case err != nil:
-			return Record{}, false, err
-		default:
-			start = seq
-		}
-	}
-	var hit Record
-	err = c.Scan(ctx, c.sc.DecOf(ds), start, last.Seq, true, func(r Record) bool {
-		if r.TxnID == id {
-			hit = r
-			return false
-		}
-		return true
-	})
-	if err != nil || hit.Seq == 0 {
-		return Record{}, false, err
-	}
-	if hit.Outcome == subject.Rejected {
-		if hit, err = c.record(ctx, hit.Seq); err != nil {
-			return Record{}, false, err
-		}
-	}
-	return hit, true, nil
 }
 
 // Outcome finds the decision of transaction txnID of dataset ds, read at

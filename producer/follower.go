@@ -7,17 +7,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"cellguard/internal/subject"
+	"cellguard/internal/declog"
 	"cellguard/table"
 )
 
 // follower follows one dataset's decision log from the latest committed
 // version on: it keeps the head manifest and a window of recent ones, and
-// hands each decision to the Commit or Outcome waiting for it. Its consume
-// callback runs on one goroutine owned by the ordered consumer; the
-// goroutine exits when stop is called.
+// hands each decision to the Commit or Outcome waiting for it. It reads
+// the log on one goroutine it owns; stop ends that goroutine and waits
+// for it.
 type follower struct {
 	c  *Client
 	ds string
@@ -29,11 +27,12 @@ type follower struct {
 	head     *table.Manifest // nil before the dataset is created
 	seen     uint64          // last CG_DEC sequence handled
 	window   map[uint64]snapEntry
-	waiters  map[string][]chan Record
+	waiters  map[string][]chan declog.Record
 	progress chan struct{} // closed and replaced whenever seen advances
 	err      error         // the log could not be followed
-	cc       jetstream.ConsumeContext
-	old      snapEntry // the last version loaded from outside the window
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the reading goroutine has exited
+	old      snapEntry     // the last version loaded from outside the window
 }
 
 type snapEntry struct {
@@ -42,7 +41,7 @@ type snapEntry struct {
 }
 
 func newFollower(c *Client, ds string) *follower {
-	return &follower{c: c, ds: ds, window: map[uint64]snapEntry{}, waiters: map[string][]chan Record{}, progress: make(chan struct{})}
+	return &follower{c: c, ds: ds, window: map[uint64]snapEntry{}, waiters: map[string][]chan declog.Record{}, progress: make(chan struct{})}
 }
 
 // started starts the follower once: load the latest committed version,
@@ -68,22 +67,38 @@ func (f *follower) start(ctx context.Context) error {
 		f.seen = seq
 		f.window[m.Version()] = snapEntry{m: m, seq: seq}
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.sc.DecStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.sc.DecOf(f.ds)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    seq + 1,
-	})
+	dl, err := c.decisionLog(ctx)
 	if err != nil {
-		return fmt.Errorf("producer: follow %s: %w", f.ds, err)
+		return err
 	}
-	cc, err := cons.Consume(f.handle, jetstream.PullMaxMessages(256))
-	if err != nil {
-		return fmt.Errorf("producer: follow %s: %w", f.ds, err)
-	}
+	// The follower outlives the call that starts it: its reading
+	// goroutine ends with stop, not with ctx.
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
 	f.mu.Lock()
-	f.cc = cc
+	f.cancel, f.done = cancel, done
 	f.mu.Unlock()
+	go func() {
+		defer close(done)
+		f.follow(fctx, dl, seq+1)
+	}()
 	return nil
+}
+
+// follow folds the records of the dataset from sequence from on, live,
+// until ctx ends or a record cannot be folded in.
+func (f *follower) follow(ctx context.Context, dl *declog.Log, from uint64) {
+	for r, err := range dl.Scan(ctx, dl.Scheme().DecOf(f.ds), from, declog.ScanOptions{Live: true}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				f.fail(fmt.Errorf("producer: follow %s: %w", f.ds, err))
+			}
+			return
+		}
+		if !f.handle(r) {
+			return
+		}
+	}
 }
 
 // failed reports whether the follower stopped following.
@@ -93,58 +108,55 @@ func (f *follower) failed() bool {
 	return f.err != nil
 }
 
+// stop ends the follower and waits for its reading goroutine.
 func (f *follower) stop() {
 	f.mu.Lock()
-	cc := f.cc
-	f.cc = nil
+	cancel, done := f.cancel, f.done
 	if f.err == nil {
 		f.err = ErrClosed
 	}
 	f.broadcast()
 	f.mu.Unlock()
-	if cc != nil {
-		cc.Stop()
+	if cancel != nil {
+		cancel()
+		<-done
 	}
 }
 
-// handle folds one log record in. It runs on the consumer's goroutine,
-// so records arrive one at a time, in log order.
-func (f *follower) handle(msg jetstream.Msg) {
-	md, err := msg.Metadata()
-	if err != nil {
-		f.fail(fmt.Errorf("producer: follow %s: %w", f.ds, err))
-		return
-	}
-	r, err := parseRecord(f.c.sc, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
-	if err != nil {
-		f.fail(fmt.Errorf("producer: follow %s: %w", f.ds, err))
-		return
-	}
+// handle folds one log record in and reports whether to go on. It runs
+// on the follower's goroutine, so records arrive one at a time, in log
+// order.
+func (f *follower) handle(r declog.Record) bool {
 	f.mu.Lock()
 	head, seen, failed := f.head, f.seen, f.err != nil
 	f.mu.Unlock()
-	if failed || r.Seq <= seen {
-		return
+	if failed {
+		return false
+	}
+	if r.Seq <= seen {
+		return true
 	}
 	var next *table.Manifest
-	if r.Outcome == subject.Committed {
+	if r.Committed() {
 		var have uint64
 		if head != nil {
 			have = head.Version()
 		}
 		if r.Version <= have { // a committed record the load already included
 			f.advance(r, nil)
-			return
+			return true
 		}
-		if next, err = applyRecord(head, r, f); err != nil {
-			f.fail(err)
-			return
+		var err error
+		if next, _, err = declog.Replay(head, r, f); err != nil {
+			f.fail(fmt.Errorf("producer: %w", err))
+			return false
 		}
 	}
 	f.advance(r, next)
+	return true
 }
 
-func (f *follower) advance(r Record, next *table.Manifest) {
+func (f *follower) advance(r declog.Record, next *table.Manifest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if next != nil {
@@ -205,14 +217,14 @@ func (f *follower) waitSeen(ctx context.Context, seq uint64) error {
 
 // waiter is a registration for the decision of one transaction.
 type waiter struct {
-	ch     chan Record
+	ch     chan declog.Record
 	cancel func()
 }
 
 // wait registers for the decision of txnID; records handled from now on
 // are delivered to the waiter.
 func (f *follower) wait(txnID string) waiter {
-	ch := make(chan Record, 1)
+	ch := make(chan declog.Record, 1)
 	f.mu.Lock()
 	f.waiters[txnID] = append(f.waiters[txnID], ch)
 	f.mu.Unlock()

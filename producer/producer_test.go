@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"cellguard/internal/declog"
+	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -445,24 +447,22 @@ func TestRetryWithRecompute(t *testing.T) {
 // decisionsFor counts the log records of txn id.
 func decisionsFor(t *testing.T, c *producer.Client, ds, id string) int {
 	t.Helper()
-	sc := c.Scheme()
+	sc, err := subject.NewScheme(c.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := declog.Open(t.Context(), c.JetStream(), sc, declog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
-	last, err := c.JetStream().Stream(t.Context(), sc.DecStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := last.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Scan(t.Context(), sc.DecOf(ds), 1, info.State.LastSeq, true, func(r producer.Record) bool {
+	for r, err := range dl.Scan(t.Context(), sc.DecOf(ds), 1, declog.ScanOptions{HeadersOnly: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		if r.TxnID == id {
 			n++
 		}
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return n
 }

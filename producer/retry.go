@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"cellguard/internal/retry"
 )
 
 // RecomputeFunc computes a transaction from a snapshot: read what it
@@ -90,7 +91,7 @@ func (c *Client) RetryWithRecompute(ctx context.Context, ds string, fn Recompute
 		ctx, cancel = context.WithTimeout(ctx, o.maxElapsed)
 		defer cancel()
 	}
-	pause := o.initial
+	b := retry.Backoff{Initial: o.initial, Max: o.max, Jitter: true}
 	for attempt := 1; ; attempt++ {
 		snap, err := c.Latest(ctx, ds)
 		if err != nil {
@@ -119,12 +120,8 @@ func (c *Client) RetryWithRecompute(ctx context.Context, ds string, fn Recompute
 		if o.onRetry != nil {
 			o.onRetry(attempt, err)
 		}
-		sleep := time.Duration(rand.Int64N(int64(pause) + 1))
-		pause = min(2*pause, o.max)
-		select {
-		case <-time.After(sleep):
-		case <-ctx.Done():
-			return 0, fmt.Errorf("producer: %s: retry after attempt %d: %w (last: %w)", ds, attempt, ctx.Err(), err)
+		if serr := retry.Sleep(ctx, b.Delay(attempt-1)); serr != nil {
+			return 0, fmt.Errorf("producer: %s: retry after attempt %d: %w (last: %w)", ds, attempt, serr, err)
 		}
 	}
 }

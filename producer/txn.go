@@ -13,7 +13,7 @@ import (
 	"cellguard/evaluator"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
-	"cellguard/table/data"
+	"cellguard/table/data/batch"
 )
 
 // Txn builds one Lance transaction read at a Snapshot: one kind of
@@ -238,10 +238,18 @@ func (t *Txn) Delete(fragmentID uint64, df *lancepb.DeletionFile) *Txn {
 	return t
 }
 
+// RowDeleter writes the deletion file of a fragment with offsets added to
+// the rows m already deletes. *data.Store (package cellguard/table/data)
+// is one; the interface keeps the data plane out of programs that do not
+// import it.
+type RowDeleter interface {
+	DeleteRows(ctx context.Context, m *table.Manifest, fragmentID uint64, offsets []uint32) (*lancepb.DeletionFile, error)
+}
+
 // DeleteRows writes the deletion file of fragment fragmentID with offsets
-// added to the rows already deleted at the read version, and installs it
-// (see Delete).
-func (t *Txn) DeleteRows(ctx context.Context, store *data.Store, fragmentID uint64, offsets ...uint32) error {
+// added to the rows already deleted at the read version, through store
+// (a *data.Store), and installs it (see Delete).
+func (t *Txn) DeleteRows(ctx context.Context, store RowDeleter, fragmentID uint64, offsets ...uint32) error {
 	if _, ok := t.fragment(fragmentID); !ok {
 		return t.err
 	}
@@ -378,10 +386,17 @@ func (t *Txn) CellsUnchanged(fields []int32, rows evaluator.RowSelection) *Txn {
 	return t
 }
 
+// FragmentReader reads the live rows of a fragment as of a manifest.
+// *data.Store (package cellguard/table/data) is one.
+type FragmentReader interface {
+	ReadFragment(ctx context.Context, m *table.Manifest, fragmentID uint64, fields []int32) (*batch.Batch, error)
+}
+
 // Read reads fields of fragment fragmentID at the read version from store
-// and protects the cells it returned: the live rows read, for those
-// fields. Reads of the same fields are merged into one precondition.
-func (t *Txn) Read(ctx context.Context, store *data.Store, fragmentID uint64, fields ...int32) (*data.Batch, error) {
+// (a *data.Store) and protects the cells it returned: the live rows read,
+// for those fields. Reads of the same fields are merged into one
+// precondition.
+func (t *Txn) Read(ctx context.Context, store FragmentReader, fragmentID uint64, fields ...int32) (*batch.Batch, error) {
 	if t.frozen != nil {
 		return nil, t.fail("modified after it was staged").err
 	}

@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"cellguard/committer"
 	"cellguard/internal/subject"
+	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 )
@@ -167,8 +166,8 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// datasetCreate stages an empty creating Overwrite and waits for its
-// decision.
+// datasetCreate commits a creating Overwrite with an empty table of the
+// given schema, through the producer SDK.
 func datasetCreate(ctx context.Context, nc *nats.Conn, prefix, name, schema string, wait time.Duration, stdout io.Writer) error {
 	if schema == "" {
 		return usageError{"dataset create: --schema is required"}
@@ -177,70 +176,22 @@ func datasetCreate(ctx context.Context, nc *nats.Conn, prefix, name, schema stri
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	id := newUUID()
-	txn := &lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: fields}}}
-	body, err := proto.Marshal(txn)
+	pc, err := producer.New(nc, producer.Config{Prefix: prefix, Timeout: wait})
 	if err != nil {
 		return err
 	}
-	rec, err := stageAndWait(ctx, nc, prefix, name, id, body, wait)
-	if err != nil {
-		return err
-	}
-	if rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
-		return fmt.Errorf("dataset %s not created: %s: %s", name, rec.Reason, rec.Message)
-	}
-	fmt.Fprintf(stdout, "dataset %s created at version %d (txn %s)\n", name, rec.Version, id)
-	return nil
-}
-
-// stageAndWait publishes a staged transaction and waits for its decision
-// by following the dataset's decision subjects.
-func stageAndWait(ctx context.Context, nc *nats.Conn, prefix, ds, id string, body []byte, wait time.Duration) (*cellguardpb.Decision, error) {
-	sc, err := subject.NewScheme(prefix)
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
+	defer pc.Close()
+	txn := producer.Create(name, fields)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	// Follow the log from just after its current end. (DeliverNew would
-	// race: the ordered consumer is created on the first fetch, which may
-	// come after the decision.)
-	dec, err := js.Stream(ctx, sc.DecStream())
+	v, err := pc.Commit(ctx, txn)
+	var rej *producer.RejectedError
+	if errors.As(err, &rej) {
+		return fmt.Errorf("dataset %s not created: %s: %s", name, rej.Reason, rej.Message)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open decision log (is a committer running?): %w", err)
+		return err
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{sc.DecOf(ds)}}
-	last, err := dec.GetLastMsgForSubject(ctx, sc.DecOf(ds))
-	switch {
-	case err == nil:
-		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last.Sequence+1
-	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, fmt.Errorf("read decision log: %w", err)
-	}
-	cons, err := js.OrderedConsumer(ctx, sc.DecStream(), occ)
-	if err != nil {
-		return nil, fmt.Errorf("follow decisions (is a committer running?): %w", err)
-	}
-	if _, err := js.Publish(ctx, sc.Txn(ds), body, jetstream.WithMsgID(id), jetstream.WithExpectStream(sc.TxnStream())); err != nil {
-		return nil, fmt.Errorf("stage: %w", err)
-	}
-	for {
-		m, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("wait for decision of %s: %w", id, err)
-		}
-		if m.Headers().Get(subject.HdrTxnID) != id {
-			continue
-		}
-		rec := &cellguardpb.Decision{}
-		if err := proto.Unmarshal(m.Data(), rec); err != nil {
-			return nil, err
-		}
-		return rec, nil
-	}
+	fmt.Fprintf(stdout, "dataset %s created at version %d (txn %s)\n", name, v, txn.ID())
+	return nil
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/producer"
+	"cellguard/proto/lancepb"
 	"cellguard/table"
 	"cellguard/table/data"
 )
@@ -25,7 +27,14 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 		return err
 	}
 	defer store.Close()
-	sc := pc.Scheme()
+	sc, err := subject.NewScheme(pc.Prefix())
+	if err != nil {
+		return err
+	}
+	dl, err := declog.Open(ctx, pc.JetStream(), sc, declog.Options{})
+	if err != nil {
+		return err
+	}
 	last, err := pc.Latest(ctx, demoDataset)
 	if err != nil {
 		return err
@@ -36,16 +45,13 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 	}
 	var pubs []published
 	var m *table.Manifest
-	var applyErr error
-	err = pc.Scan(ctx, sc.Dec(demoDataset, subject.Committed), 1, last.Seq(), false, func(r producer.Record) bool {
-		txn, err := r.Txn()
+	for r, err := range dl.Scan(ctx, sc.Dec(demoDataset, subject.Committed), 1, declog.ScanOptions{To: last.Seq()}) {
 		if err != nil {
-			applyErr = err
-			return false
+			return fmt.Errorf("verify: %w", err)
 		}
-		if m, err = table.Apply(m, txn, pc.Versions(demoDataset)); err != nil {
-			applyErr = fmt.Errorf("replay version %d: %w", r.Version, err)
-			return false
+		var txn *lancepb.Transaction
+		if m, txn, err = declog.Replay(m, r, pc.Versions(demoDataset)); err != nil {
+			return fmt.Errorf("verify: %w", err)
 		}
 		var frags []uint64
 		for _, g := range txn.GetDataReplacement().GetReplacements() {
@@ -56,13 +62,6 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 		if len(frags) > 0 {
 			pubs = append(pubs, published{m: m, frags: frags})
 		}
-		return true
-	})
-	if err == nil {
-		err = applyErr
-	}
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
 	}
 	res.yTxns = len(pubs)
 	for _, p := range pubs {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"cellguard/events"
+	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/table/data"
 )
@@ -117,7 +118,11 @@ func (p *demoPool) caughtUp(ctx context.Context, pc *producer.Client) (uint64, b
 			return head, false, nil
 		}
 	}
-	cons, err := pc.JetStream().Consumer(ctx, pc.Scheme().DecStream(), demoQueue)
+	sc, err := subject.NewScheme(pc.Prefix())
+	if err != nil {
+		return head, false, err
+	}
+	cons, err := pc.JetStream().Consumer(ctx, sc.DecStream(), demoQueue)
 	if err != nil {
 		return head, false, err
 	}

@@ -23,6 +23,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	_ "gocloud.dev/blob/s3blob" // s3:// dataset roots; the SDKs leave the choice of drivers to the program
 )
 
 // usageError is a command-line mistake; main prints usage for it.

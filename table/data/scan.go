@@ -11,34 +11,13 @@ import (
 
 	"cellguard/proto/lancepb"
 	"cellguard/table"
+	"cellguard/table/data/batch"
 )
 
 // Batch holds the live rows of one fragment as of one manifest version.
-type Batch struct {
-	// FragmentID is the fragment the rows belong to.
-	FragmentID uint64
-	// Offsets are the physical offsets of the live rows, ascending:
-	// deleted rows are left out, so Offsets[i] need not equal i.
-	Offsets []uint32
-	// Columns maps each requested field id to its values, one per entry
-	// of Offsets. A field no data file of the fragment holds is all null.
-	Columns map[int32]arrow.Array
-}
-
-// Len returns the number of rows.
-func (b *Batch) Len() int { return len(b.Offsets) }
-
-// RowAddress returns the Lance row address of row i:
-// fragment id << 32 | physical offset.
-func (b *Batch) RowAddress(i int) uint64 { return b.FragmentID<<32 | uint64(b.Offsets[i]) }
-
-// Release releases the columns. Calling it is optional: the arrays use
-// Go-managed memory.
-func (b *Batch) Release() {
-	for _, c := range b.Columns {
-		c.Release()
-	}
-}
+// It is defined in package batch so that code taking batches (the
+// producer SDK's Txn.Read) does not link the data plane.
+type Batch = batch.Batch
 
 // Scan reads the given fields of every fragment of m, in scan order,
 // yielding one Batch per fragment (fragments with no live rows included,

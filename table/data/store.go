@@ -11,7 +11,6 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// datasets
 	_ "gocloud.dev/blob/memblob"  // mem:// datasets, for tests
-	_ "gocloud.dev/blob/s3blob"   // s3:// datasets
 	"gocloud.dev/gcerrors"
 )
 
@@ -53,7 +52,10 @@ type Store struct {
 //     directory, created on first write;
 //   - mem://: an in-memory bucket, empty and private to this Store;
 //   - s3://bucket/path/to/ds?region=…: an S3 (or S3-compatible, with
-//     endpoint=…) bucket, credentials from the usual AWS sources.
+//     endpoint=…) bucket, credentials from the usual AWS sources, once
+//     the program links the driver: import _ "gocloud.dev/blob/s3blob"
+//     (cmd/cellguard does). It is not linked here, so that a program
+//     using only local or in-memory datasets does not carry the AWS SDK.
 //
 // Any other gocloud.dev/blob URL works if its driver is linked in. For
 // every scheme but file, the URL path becomes the key prefix of the

@@ -1,0 +1,171 @@
+package declog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// Checkpoint is a trusted manifest snapshot: the manifest of Version and
+// the log positions it was taken at.
+type Checkpoint struct {
+	Dataset  string
+	Version  uint64
+	DecSeq   uint64 // CG_DEC sequence of the committed record of Version
+	TxnSeq   uint64 // highest CG_TXN sequence decided by then
+	Manifest *table.Manifest
+}
+
+// bucket returns the checkpoint store, or nil if it does not exist yet.
+func (l *Log) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
+	l.mu.Lock()
+	obj := l.obj
+	l.mu.Unlock()
+	if obj != nil {
+		return obj, nil
+	}
+	rctx, cancel := l.request(ctx)
+	defer cancel()
+	obj, err := l.js.ObjectStore(rctx, l.sc.CheckpointBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("declog: checkpoints: %w", err)
+	}
+	l.mu.Lock()
+	l.obj = obj
+	l.mu.Unlock()
+	return obj, nil
+}
+
+// CheckpointVersions lists the checkpoint versions of every dataset,
+// ascending, for a reader that keeps its own index.
+func (l *Log) CheckpointVersions(ctx context.Context) (map[string][]uint64, error) {
+	out := map[string][]uint64{}
+	obj, err := l.bucket(ctx)
+	if err != nil || obj == nil {
+		return out, err
+	}
+	infos, err := obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("declog: list checkpoints: %w", err)
+	}
+	for _, o := range infos {
+		ds, v, err := subject.ParseCheckpointKey(o.Name)
+		if err != nil || o.Deleted {
+			continue
+		}
+		out[ds] = append(out[ds], v)
+	}
+	for ds := range out {
+		slices.Sort(out[ds])
+	}
+	return out, nil
+}
+
+// Checkpoint returns the newest checkpoint of ds at or before version,
+// ok=false when there is none. A newest one that fails the trust rule
+// is an error wrapping ErrUntrustedCheckpoint.
+func (l *Log) Checkpoint(ctx context.Context, ds string, version uint64) (Checkpoint, bool, error) {
+	all, err := l.CheckpointVersions(ctx)
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	vs := all[ds]
+	i, _ := slices.BinarySearch(vs, version+1)
+	if i == 0 {
+		return Checkpoint{}, false, nil
+	}
+	cp, err := l.ReadCheckpoint(ctx, ds, vs[i-1])
+	return cp, err == nil, err
+}
+
+// ReadCheckpoint loads the checkpoint of ds at version v under the trust
+// rule: it decodes, names ds and v, its manifest is version v, and the
+// log's record at its DecSeq is the committed record of ds@v. A failure
+// of the rule wraps ErrUntrustedCheckpoint; a failed read does not.
+func (l *Log) ReadCheckpoint(ctx context.Context, ds string, v uint64) (Checkpoint, error) {
+	obj, err := l.bucket(ctx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if obj == nil {
+		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w", ds, v, jetstream.ErrBucketNotFound)
+	}
+	b, err := obj.GetBytes(ctx, subject.CheckpointKey(ds, v))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("declog: read checkpoint %s@%d: %w", ds, v, err)
+	}
+	cp, err := decodeCheckpoint(b)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w: %v", ds, v, ErrUntrustedCheckpoint, err)
+	}
+	if cp.Dataset != ds || cp.Version != v || cp.Manifest.Version() != v {
+		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w: holds %s@%d (manifest %d)", ds, v, ErrUntrustedCheckpoint, cp.Dataset, cp.Version, cp.Manifest.Version())
+	}
+	r, err := l.At(ctx, cp.DecSeq)
+	if errors.Is(err, ErrMalformedRecord) || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w: %v", ds, v, ErrUntrustedCheckpoint, err)
+	}
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if !r.Committed() || r.Dataset != ds || r.Version != v {
+		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w: log record %d is not its committed record", ds, v, ErrUntrustedCheckpoint, cp.DecSeq)
+	}
+	return cp, nil
+}
+
+func decodeCheckpoint(b []byte) (Checkpoint, error) {
+	pb := &cellguardpb.Checkpoint{}
+	if err := proto.Unmarshal(b, pb); err != nil {
+		return Checkpoint{}, err
+	}
+	mpb := &lancepb.Manifest{}
+	if err := proto.Unmarshal(pb.GetManifest(), mpb); err != nil {
+		return Checkpoint{}, err
+	}
+	m, err := table.FromProto(mpb)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return Checkpoint{Dataset: pb.GetDataset(), Version: pb.GetVersion(), DecSeq: pb.GetLastDecSeq(), TxnSeq: pb.GetLastTxnSeq(), Manifest: m}, nil
+}
+
+// WriteCheckpoint stores the checkpoint of cp.Manifest, creating nothing:
+// the bucket must exist (the committer creates it with the streams).
+func (l *Log) WriteCheckpoint(ctx context.Context, cp Checkpoint) error {
+	obj, err := l.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	if obj == nil {
+		return fmt.Errorf("declog: write checkpoint: %w", jetstream.ErrBucketNotFound)
+	}
+	mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(cp.Manifest.Proto())
+	if err != nil {
+		return fmt.Errorf("declog: encode checkpoint: %w", err)
+	}
+	v := cp.Manifest.Version()
+	b, err := proto.Marshal(&cellguardpb.Checkpoint{Dataset: cp.Dataset, Version: v, Manifest: mb, LastDecSeq: cp.DecSeq, LastTxnSeq: cp.TxnSeq})
+	if err != nil {
+		return fmt.Errorf("declog: encode checkpoint: %w", err)
+	}
+	if _, err := obj.PutBytes(ctx, subject.CheckpointKey(cp.Dataset, v), b); err != nil {
+		return fmt.Errorf("declog: write checkpoint %s@%d: %w", cp.Dataset, v, err)
+	}
+	return nil
+}

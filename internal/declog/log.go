@@ -1,0 +1,282 @@
+package declog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/subject"
+)
+
+// Errors of the decision log.
+var (
+	// ErrMalformedRecord reports a log message that is not a valid
+	// decision record (bad subject, header or body).
+	ErrMalformedRecord = errors.New("malformed decision record")
+	// ErrUntrustedCheckpoint reports a checkpoint that fails the trust
+	// rule; readers replay from the start instead.
+	ErrUntrustedCheckpoint = errors.New("untrusted checkpoint")
+	// ErrNoDataset reports a dataset with no committed record.
+	ErrNoDataset = errors.New("dataset has no committed version")
+	// ErrNoVersion reports a version the log does not hold.
+	ErrNoVersion = errors.New("version not in the log")
+	// ErrFenced reports an append refused because the dataset's log moved
+	// past the sequence the writer expected: another writer (or an
+	// earlier attempt of this one) appended first.
+	ErrFenced = errors.New("declog: fenced")
+	// ErrAppend reports an append whose outcome is unknown (timeout, no
+	// responders, leader change): the log must be re-read to find out.
+	ErrAppend = errors.New("declog: append failed")
+)
+
+// Options tunes a Log. The zero Options passes each caller's context to
+// every request unchanged.
+type Options struct {
+	// RequestTimeout bounds each single read request (a direct get, a
+	// consumer creation) below the caller's context. A request
+	// sent as a connection drops, or to a server shutting down, is never
+	// answered; a bound turns that into an error the caller can retry
+	// instead of a stall for the caller's whole deadline.
+	RequestTimeout time.Duration
+	// MidBatch, if set, runs in Append between the members of an atomic
+	// batch: a test hook that injects a crash there.
+	MidBatch func(ds string) error
+}
+
+// Log reads and writes the decision log and the checkpoints of one
+// deployment. It is safe for concurrent use.
+type Log struct {
+	sc   subject.Scheme
+	js   jetstream.JetStream
+	dec  jetstream.Stream
+	opts Options
+
+	mu  sync.Mutex
+	obj jetstream.ObjectStore // nil until the bucket is found
+}
+
+// New returns the Log over the stream dec; obj may be nil (the checkpoint
+// bucket is then looked up on first use).
+func New(js jetstream.JetStream, sc subject.Scheme, dec jetstream.Stream, obj jetstream.ObjectStore, opts Options) *Log {
+	return &Log{sc: sc, js: js, dec: dec, obj: obj, opts: opts}
+}
+
+// Open looks up the decision stream of the deployment with scheme sc.
+func Open(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, opts Options) (*Log, error) {
+	dec, err := js.Stream(ctx, sc.DecStream())
+	if err != nil {
+		return nil, fmt.Errorf("declog: stream %s (is a committer running?): %w", sc.DecStream(), err)
+	}
+	return New(js, sc, dec, nil, opts), nil
+}
+
+// Scheme returns the subject scheme of the log.
+func (l *Log) Scheme() subject.Scheme { return l.sc }
+
+// Stream returns the decision stream.
+func (l *Log) Stream() jetstream.Stream { return l.dec }
+
+// request bounds one request by Options.RequestTimeout.
+func (l *Log) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.opts.RequestTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, l.opts.RequestTimeout)
+}
+
+// Last returns the last record on filter (a dataset's DecOf, or one of
+// its outcome subjects) with its body, or ok=false if there is none.
+func (l *Log) Last(ctx context.Context, filter string) (Record, bool, error) {
+	rctx, cancel := l.request(ctx)
+	defer cancel()
+	m, err := l.dec.GetLastMsgForSubject(rctx, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("declog: last record on %s: %w", filter, err)
+	}
+	r, err := Parse(l.sc, m.Sequence, m.Subject, m.Header, nonNil(m.Data))
+	return r, err == nil, err
+}
+
+// At returns the record at seq with its body. A purged or missing
+// record wraps jetstream.ErrMsgNotFound.
+func (l *Log) At(ctx context.Context, seq uint64) (Record, error) {
+	rctx, cancel := l.request(ctx)
+	defer cancel()
+	m, err := l.dec.GetMsg(rctx, seq)
+	if err != nil {
+		return Record{}, fmt.Errorf("declog: record %d: %w", seq, err)
+	}
+	return Parse(l.sc, m.Sequence, m.Subject, m.Header, nonNil(m.Data))
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// ScanOptions selects what Scan reads.
+type ScanOptions struct {
+	// HeadersOnly leaves Record.Decision nil: enough to find an id, a
+	// version or a sequence, and much cheaper.
+	HeadersOnly bool
+	// To is the last sequence read; 0 means the last record on the filter
+	// when the scan starts.
+	To uint64
+	// Live keeps reading past the end, waiting for new records, until
+	// the caller stops ranging or ctx ends (To is then ignored).
+	Live bool
+}
+
+// Scan iterates over the records on filter with sequence ≥ from, in log
+// order, through an ordered consumer. The sequence ends after the last
+// record (ScanOptions.To), or with one error: a failed read, a malformed
+// record, or ctx's error when ctx ends (a live scan's normal end).
+func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOptions) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		from = max(from, 1)
+		to := opts.To
+		if !opts.Live && to == 0 {
+			last, ok, err := l.lastSeq(ctx, filter)
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !ok {
+				return
+			}
+			to = last
+		}
+		if !opts.Live && to < from {
+			return
+		}
+		cons, err := l.ordered(ctx, filter, from, opts.HeadersOnly)
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		for d, err := range l.pull(ctx, cons, 1000, opts.HeadersOnly, !opts.Live) {
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !opts.Live && d.Seq > to {
+				return
+			}
+			if !yield(d.Record, nil) {
+				return
+			}
+			if !opts.Live && (d.Seq >= to || d.pending == 0) {
+				return
+			}
+		}
+	}
+}
+
+// lastSeq returns the sequence of the last message on filter.
+func (l *Log) lastSeq(ctx context.Context, filter string) (uint64, bool, error) {
+	rctx, cancel := l.request(ctx)
+	defer cancel()
+	m, err := l.dec.GetLastMsgForSubject(rctx, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("declog: last record on %s: %w", filter, err)
+	}
+	return m.Sequence, true, nil
+}
+
+// ordered creates an ordered consumer on filter from sequence from.
+func (l *Log) ordered(ctx context.Context, filter string, from uint64, headersOnly bool) (jetstream.Consumer, error) {
+	rctx, cancel := l.request(ctx)
+	defer cancel()
+	cons, err := l.js.OrderedConsumer(rctx, l.sc.DecStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+		HeadersOnly:    headersOnly,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declog: read %s: %w", filter, err)
+	}
+	return cons, nil
+}
+
+// Delivery is one record pulled from a consumer, with the message to
+// acknowledge when the consumer is durable.
+type Delivery struct {
+	Record
+	Msg jetstream.Msg
+	// Delivered counts deliveries of the message (1 the first time).
+	Delivered uint64
+	pending   uint64
+}
+
+// Pull iterates over the records a consumer the caller owns delivers (a
+// durable consumer the caller acknowledges, or an ordered one), at most
+// max in flight, until the caller stops ranging or ctx ends. A malformed
+// record is yielded with its Delivery (Msg set, to settle it) and an
+// error wrapping ErrMalformedRecord, and the iteration goes on if the
+// caller continues; any other error ends it.
+func (l *Log) Pull(ctx context.Context, cons jetstream.Consumer, max int, headersOnly bool) iter.Seq2[Delivery, error] {
+	return l.pull(ctx, cons, max, headersOnly, false)
+}
+
+func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, headersOnly, bounded bool) iter.Seq2[Delivery, error] {
+	return func(yield func(Delivery, error) bool) {
+		it, err := cons.Messages(jetstream.PullMaxMessages(max))
+		if err != nil {
+			yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+			return
+		}
+		defer it.Stop()
+		if info := cons.CachedInfo(); bounded && info != nil && info.NumPending == 0 {
+			return // nothing on the filter from the start sequence on
+		}
+		stop := context.AfterFunc(ctx, it.Stop)
+		defer stop()
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+				return
+			}
+			d, err := delivery(l.sc, m, headersOnly)
+			if !yield(d, err) {
+				return
+			}
+			if d.Msg == nil { // metadata unreadable: not a JetStream message
+				return
+			}
+		}
+	}
+}
+
+// delivery parses one pulled message.
+func delivery(sc subject.Scheme, m jetstream.Msg, headersOnly bool) (Delivery, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return Delivery{}, fmt.Errorf("declog: pull: %w", err)
+	}
+	var data []byte
+	if !headersOnly {
+		data = nonNil(m.Data())
+	}
+	r, err := Parse(sc, md.Sequence.Stream, m.Subject(), m.Headers(), data)
+	d := Delivery{Record: r, Msg: m, Delivered: md.NumDelivered, pending: md.NumPending}
+	d.Seq = md.Sequence.Stream
+	return d, err
+}

@@ -1,0 +1,106 @@
+package declog
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+)
+
+// Record is one decision read from the log. Read headers-only, Decision
+// is nil and the other fields come from the subject and the headers.
+type Record struct {
+	Seq      uint64 // CG_DEC stream sequence
+	Dataset  string
+	Outcome  cellguardpb.Outcome
+	TxnID    string
+	TxnSeq   uint64 // CG_TXN sequence of the staged message decided
+	Version  uint64 // committed records only
+	Decision *cellguardpb.Decision
+}
+
+// Committed reports whether the record commits a version.
+func (r Record) Committed() bool { return r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED }
+
+// Txn decodes the transaction the record carries: as committed for a
+// committed record, as staged for a rejected one.
+func (r Record) Txn() (*lancepb.Transaction, error) {
+	if r.Decision == nil {
+		return nil, fmt.Errorf("declog: record %d: %w: read headers only", r.Seq, ErrMalformedRecord)
+	}
+	txn := &lancepb.Transaction{}
+	if err := proto.Unmarshal(r.Decision.GetTransaction(), txn); err != nil {
+		return nil, fmt.Errorf("declog: record %d: %w: decode transaction: %v", r.Seq, ErrMalformedRecord, err)
+	}
+	return txn, nil
+}
+
+// Parse reads the log message at seq. A nil data reads headers only;
+// otherwise the body is decoded and must agree with subject and headers.
+func Parse(sc subject.Scheme, seq uint64, subj string, h nats.Header, data []byte) (Record, error) {
+	ds, o, err := sc.ParseDec(subj)
+	if err != nil {
+		return Record{}, fmt.Errorf("declog: record %d: %w: %v", seq, ErrMalformedRecord, err)
+	}
+	r := Record{Seq: seq, Dataset: ds, Outcome: cellguardpb.Outcome_OUTCOME_REJECTED, TxnID: h.Get(subject.HdrTxnID)}
+	if o == subject.Committed {
+		r.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
+	}
+	if data == nil {
+		return r, parseHeaders(&r, h)
+	}
+	d := &cellguardpb.Decision{}
+	if err := proto.Unmarshal(data, d); err != nil {
+		return Record{}, fmt.Errorf("declog: record %d: %w: decode decision: %v", seq, ErrMalformedRecord, err)
+	}
+	if d.GetOutcome() != r.Outcome || d.GetDataset() != ds {
+		return Record{}, fmt.Errorf("declog: record %d: %w: body says %s of %q on subject %s", seq, ErrMalformedRecord, d.GetOutcome(), d.GetDataset(), subj)
+	}
+	r.Decision, r.TxnID, r.TxnSeq, r.Version = d, d.GetTxnUuid(), d.GetTxnSeq(), d.GetVersion()
+	return r, nil
+}
+
+// parseHeaders fills the fields a headers-only read has.
+func parseHeaders(r *Record, h nats.Header) error {
+	var err error
+	if r.TxnSeq, err = strconv.ParseUint(h.Get(subject.HdrTxnSeq), 10, 64); err != nil {
+		return fmt.Errorf("declog: record %d: %w: header %s: %v", r.Seq, ErrMalformedRecord, subject.HdrTxnSeq, err)
+	}
+	if r.Committed() {
+		if r.Version, err = strconv.ParseUint(h.Get(subject.HdrVersion), 10, 64); err != nil {
+			return fmt.Errorf("declog: record %d: %w: header %s: %v", r.Seq, ErrMalformedRecord, subject.HdrVersion, err)
+		}
+	}
+	return nil
+}
+
+// Message builds the log message of one decision: the subject of its
+// outcome, the body, and the headers a headers-only reader needs, with a
+// Nats-Msg-Id derived from the transaction uuid (a decision is stored
+// once).
+func Message(sc subject.Scheme, d *cellguardpb.Decision) (*nats.Msg, error) {
+	body, err := proto.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("declog: encode decision: %w", err)
+	}
+	o := subject.Rejected
+	if d.GetOutcome() == cellguardpb.Outcome_OUTCOME_COMMITTED {
+		o = subject.Committed
+	}
+	m := nats.NewMsg(sc.Dec(d.GetDataset(), o))
+	m.Data = body
+	m.Header.Set(subject.HdrMsgID, subject.DecisionMsgID(d.GetTxnUuid()))
+	m.Header.Set(subject.HdrTxnID, d.GetTxnUuid())
+	m.Header.Set(subject.HdrTxnSeq, strconv.FormatUint(d.GetTxnSeq(), 10))
+	if o == subject.Committed {
+		m.Header.Set(subject.HdrVersion, strconv.FormatUint(d.GetVersion(), 10))
+	} else {
+		m.Header.Set(subject.HdrReason, d.GetReason().String())
+	}
+	return m, nil
+}

@@ -1,0 +1,140 @@
+package declog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cellguard/internal/subject"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// Replay applies the committed record r to m, the manifest of the
+// version before it (nil before the first), and checks that the result
+// is the version r records. It returns the new manifest and the
+// transaction r committed. It is the one place a reader turns a record
+// into a manifest; the committer decides with the same table.Apply.
+func Replay(m *table.Manifest, r Record, older table.Versions) (*table.Manifest, *lancepb.Transaction, error) {
+	var have uint64
+	if m != nil {
+		have = m.Version()
+	}
+	if !r.Committed() || r.Version != have+1 {
+		return nil, nil, fmt.Errorf("declog: log of %s: record %d has version %d, want %d", r.Dataset, r.Seq, r.Version, have+1)
+	}
+	txn, err := r.Txn()
+	if err != nil {
+		return nil, nil, err
+	}
+	next, err := table.Apply(m, txn, older)
+	if err != nil {
+		return nil, nil, fmt.Errorf("declog: log of %s: apply version %d: %w", r.Dataset, r.Version, err)
+	}
+	if next.Version() != r.Version {
+		return nil, nil, fmt.Errorf("declog: log of %s: applying record %d made version %d, want %d", r.Dataset, r.Seq, next.Version(), r.Version)
+	}
+	return next, txn, nil
+}
+
+// Load rebuilds the manifest of ds at version (0: the latest) from the
+// newest trusted checkpoint at or before it and the committed records
+// after that. It returns the manifest and the sequence of its record.
+// older serves Restore's earlier versions.
+func (l *Log) Load(ctx context.Context, ds string, version uint64, older table.Versions) (*table.Manifest, uint64, error) {
+	committed := l.sc.Dec(ds, subject.Committed)
+	last, ok, err := l.Last(ctx, committed)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, 0, fmt.Errorf("declog: %s: %w", ds, ErrNoDataset)
+	}
+	if version == 0 {
+		version = last.Version
+	}
+	if version > last.Version {
+		return nil, 0, fmt.Errorf("declog: %s@%d (head is %d): %w", ds, version, last.Version, ErrNoVersion)
+	}
+	var m *table.Manifest
+	start, seq := uint64(1), uint64(0)
+	cp, ok, err := l.Checkpoint(ctx, ds, version)
+	switch {
+	case errors.Is(err, ErrUntrustedCheckpoint):
+		// replay from the start
+	case err != nil:
+		return nil, 0, err
+	case ok:
+		m, start, seq = cp.Manifest, cp.DecSeq+1, cp.DecSeq
+	}
+	if m != nil && m.Version() == version {
+		return m, seq, nil
+	}
+	for r, err := range l.Scan(ctx, committed, start, ScanOptions{To: last.Seq}) {
+		if err != nil {
+			return nil, 0, err
+		}
+		if m, _, err = Replay(m, r, older); err != nil {
+			return nil, 0, err
+		}
+		seq = r.Seq
+		if m.Version() >= version {
+			break
+		}
+	}
+	if m == nil || m.Version() != version {
+		return nil, 0, fmt.Errorf("declog: %s@%d: log replay ended early: %w", ds, version, ErrNoVersion)
+	}
+	return m, seq, nil
+}
+
+// VersionSeq finds the sequence of the committed record of version v of
+// ds: from the last record, a trusted checkpoint, or a headers-only scan.
+func (l *Log) VersionSeq(ctx context.Context, ds string, v uint64) (uint64, error) {
+	committed := l.sc.Dec(ds, subject.Committed)
+	last, ok, err := l.Last(ctx, committed)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || v == 0 || v > last.Version {
+		return 0, fmt.Errorf("declog: %s@%d: %w", ds, v, ErrNoVersion)
+	}
+	if v == last.Version {
+		return last.Seq, nil
+	}
+	start := uint64(1)
+	if cp, ok, err := l.Checkpoint(ctx, ds, v); err == nil && ok {
+		if cp.Version == v {
+			return cp.DecSeq, nil
+		}
+		start = cp.DecSeq + 1
+	}
+	for r, err := range l.Scan(ctx, committed, start, ScanOptions{HeadersOnly: true, To: last.Seq}) {
+		if err != nil {
+			return 0, err
+		}
+		if r.Version == v {
+			return r.Seq, nil
+		}
+		if r.Version > v {
+			break
+		}
+	}
+	return 0, fmt.Errorf("declog: %s@%d: no committed record: %w", ds, v, ErrNoVersion)
+}
+
+// Find looks up the decision of transaction id on ds among the records
+// with sequence ≥ from, up to the last one present when it starts. A hit
+// is returned with its body.
+func (l *Log) Find(ctx context.Context, ds, id string, from uint64) (Record, bool, error) {
+	for r, err := range l.Scan(ctx, l.sc.DecOf(ds), from, ScanOptions{HeadersOnly: true}) {
+		if err != nil {
+			return Record{}, false, err
+		}
+		if r.TxnID == id {
+			full, err := l.At(ctx, r.Seq)
+			return full, err == nil, err
+		}
+	}
+	return Record{}, false, nil
+}
