@@ -166,14 +166,21 @@ func (c *column) appendArrow(a arrow.Array, from, to int) error {
 
 func (c *column) appendFixed(a arrow.Array, off, k, start, nulls int) error {
 	w := c.t.width
-	src := a.Data().Buffers()[1].Bytes()
+	var src []byte
 	lo := off * w // byte offset of the first value
-	if c.t.dim != 0 {
+	if c.t.dim == 0 {
+		src = a.Data().Buffers()[1].Bytes()
+	} else {
 		vals := a.(*array.FixedSizeList).ListValues()
 		vd := vals.Data()
 		first, count := vd.Offset()+off*c.t.dim, k*c.t.dim
 		if vals.NullN() > 0 && bitutil.CountSetBits(vd.Buffers()[0].Bytes(), first, count) != count {
-			return inputErr("fixed-size list column has null items; only whole-list nulls are stored")
+			// Items of null lists may be null; items of valid lists may not.
+			for i := range k {
+				if c.valid.get(start+i) && bitutil.CountSetBits(vd.Buffers()[0].Bytes(), first+i*c.t.dim, c.t.dim) != c.t.dim {
+					return inputErr("fixed-size list value has null items; only whole-list nulls are stored")
+				}
+			}
 		}
 		src, lo = vd.Buffers()[1].Bytes(), first*c.t.item
 	}
