@@ -403,4 +403,3 @@ func messageName(a *anypb.Any) string {
 	}
 	return u
 }
-
