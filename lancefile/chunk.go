@@ -71,6 +71,15 @@ type column struct {
 	bits  bitBuf  // kindBool values
 	offs  []int64 // kindVar: n+1 offsets into data, offs[0] == 0
 	data  []byte  // kindVar bytes
+	// allNull marks a decoded page of n nulls that holds no buffers; its
+	// rows are materialized only when copied out, so a tiny file cannot
+	// make a reader allocate for billions of null rows.
+	allNull bool
+}
+
+// nullPage returns an all-null page of n rows without allocating them.
+func nullPage(t colType, n int) *column {
+	return &column{t: t, n: n, nulls: n, allNull: true}
 }
 
 func newColumn(t colType) *column {
@@ -117,6 +126,10 @@ func (c *column) appendNulls(k int) {
 // appendColumn appends rows [from, to) of src, which has the same type.
 func (c *column) appendColumn(src *column, from, to int) {
 	k := to - from
+	if src.allNull {
+		c.appendNulls(k)
+		return
+	}
 	c.valid.appendBits(src.valid.b, from, k)
 	c.nulls += k - bitutil.CountSetBits(src.valid.b, from, k)
 	c.n += k

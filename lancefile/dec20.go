@@ -38,6 +38,9 @@ func (pd *pageDecoder) decode20(a *anypb.Any) (*column, error) {
 	}
 	c := newColumn(pd.t)
 	if pd.t.kind == kindVar {
+		if nl := e.GetNullable(); nl != nil && nl.GetAllNulls() != nil {
+			return nullPage(pd.t, pd.n), nil
+		}
 		return c, pd.binary20(c, e)
 	}
 	nl := e.GetNullable()
@@ -45,8 +48,7 @@ func (pd *pageDecoder) decode20(a *anypb.Any) (*column, error) {
 	case nl == nil:
 		return c, pd.values20(c, e, nil)
 	case nl.GetAllNulls() != nil:
-		c.appendNulls(pd.n)
-		return c, nil
+		return nullPage(pd.t, pd.n), nil
 	case nl.GetNoNulls() != nil:
 		return c, pd.values20(c, nl.GetNoNulls().GetValues(), nil)
 	case nl.GetSomeNulls() != nil:
@@ -146,10 +148,6 @@ func (pd *pageDecoder) fsl20(e *pb20.ArrayEncoding) ([]byte, error) {
 // binary20 decodes a string or binary page: end offsets with null rows
 // shifted up by null_adjustment, and the bytes.
 func (pd *pageDecoder) binary20(c *column, e *pb20.ArrayEncoding) error {
-	if nl := e.GetNullable(); nl != nil && nl.GetAllNulls() != nil {
-		c.appendNulls(pd.n)
-		return nil
-	}
 	b := e.GetBinary()
 	if b == nil {
 		return pd.unsupported20(e)

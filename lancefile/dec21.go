@@ -58,9 +58,7 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 		if err := pd.checkLayers(an.GetLayers()); err != nil {
 			return nil, err
 		}
-		c := newColumn(pd.t)
-		c.appendNulls(pd.n)
-		return c, nil
+		return nullPage(pd.t, pd.n), nil
 	case l.GetBlobLayout() != nil:
 		return nil, pd.unsupported("blob_layout")
 	case l.GetSparseLayout() != nil:

@@ -23,7 +23,7 @@ var update = flag.Bool("lancefile.update", false, "regenerate testdata/lancedb f
 
 // lancedbRows is the number of rows write_tables.mjs writes: enough for
 // several mini-block chunks, small enough for committed fixtures.
-const lancedbRows = 300
+const lancedbRows = 100
 
 type written struct {
 	Rows  []map[string]any `json:"rows"`
