@@ -1,0 +1,405 @@
+package lancefile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"cellguard/proto/lancefilepb"
+	"cellguard/proto/lancepb"
+)
+
+// footerSize is the fixed tail of every file.
+const footerSize = 40
+
+// maxRows bounds the rows of one file, as Lance does (2^32).
+const maxRows = 1 << 32
+
+// FieldIDKey is the Arrow field metadata key under which Reader.Schema
+// reports each field's Lance field id.
+const FieldIDKey = "lance:field_id"
+
+// Reader reads a Lance data file of format 2.0 or 2.1. Open checks the
+// footer, schema and column metadata; pages are read and checked when a
+// read needs them. A Reader is safe for concurrent use if its ReaderAt is.
+type Reader struct {
+	r       io.ReaderAt
+	size    int64
+	version Version
+	rows    uint64
+	fields  []*lancepb.Field
+	types   []colType
+	schema  *arrow.Schema
+	cols    []*lancefilepb.ColumnMetadata
+	starts  [][]uint64 // starts[c][p] = first row of page p of column c
+}
+
+// Open reads the metadata of the file of the given size. Every error about
+// the bytes wraps ErrMalformed or is an *UnsupportedVersionError or
+// *UnsupportedTypeError; it never panics and never allocates more than the
+// file's size for metadata.
+func Open(r io.ReaderAt, size int64) (*Reader, error) {
+	if size < footerSize {
+		return nil, malformed("footer", "file is %d bytes, shorter than the %d-byte footer", size, footerSize)
+	}
+	f, err := readAt(r, size, "footer", uint64(size-footerSize), footerSize)
+	if err != nil {
+		return nil, err
+	}
+	if string(f[36:]) != magic {
+		return nil, malformed("footer", "magic is %q, want %q", f[36:], magic)
+	}
+	rd := &Reader{r: r, size: size}
+	switch major, minor := binary.LittleEndian.Uint16(f[32:]), binary.LittleEndian.Uint16(f[34:]); {
+	case major == 0 && minor == 3, major == 2 && minor == 0:
+		rd.version = V2_0
+	case major == 2 && minor == 1:
+		rd.version = V2_1
+	default:
+		return nil, &UnsupportedVersionError{Major: major, Minor: minor}
+	}
+	t := tail{
+		metaStart: binary.LittleEndian.Uint64(f[0:]),
+		cmoPos:    binary.LittleEndian.Uint64(f[8:]),
+		gboPos:    binary.LittleEndian.Uint64(f[16:]),
+		numGB:     uint64(binary.LittleEndian.Uint32(f[24:])),
+		numCols:   uint64(binary.LittleEndian.Uint32(f[28:])),
+	}
+	if err := rd.readMetadata(t); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+type tail struct {
+	metaStart, cmoPos, gboPos, numGB, numCols uint64
+}
+
+func (rd *Reader) readMetadata(t tail) error {
+	end := uint64(rd.size - footerSize)
+	if !(t.metaStart <= t.cmoPos && t.cmoPos <= t.gboPos && t.gboPos <= end) ||
+		t.numCols*16 > t.gboPos-t.cmoPos || t.numGB*16 != end-t.gboPos {
+		return malformed("footer", "inconsistent offsets: column metadata at %d, tables at %d and %d, %d columns, %d global buffers, footer at %d",
+			t.metaStart, t.cmoPos, t.gboPos, t.numCols, t.numGB, end)
+	}
+	if t.numGB == 0 {
+		return malformed("footer", "no global buffers; the schema is global buffer 0")
+	}
+	gbo, err := readAt(rd.r, rd.size, "global buffer table", t.gboPos, 16)
+	if err != nil {
+		return err
+	}
+	fdBytes, err := readAt(rd.r, rd.size, "global buffer 0", binary.LittleEndian.Uint64(gbo), binary.LittleEndian.Uint64(gbo[8:]))
+	if err != nil {
+		return err
+	}
+	fd := &lancefilepb.FileDescriptor{}
+	if err := proto.Unmarshal(fdBytes, fd); err != nil {
+		return malformed("file descriptor", "%v", err)
+	}
+	if err := rd.setSchema(fd); err != nil {
+		return err
+	}
+	if t.numCols != uint64(len(rd.fields)) {
+		return malformed("footer", "%d columns for %d fields", t.numCols, len(rd.fields))
+	}
+	cmo, err := readAt(rd.r, rd.size, "column metadata table", t.cmoPos, 16*t.numCols)
+	if err != nil {
+		return err
+	}
+	for c := range int(t.numCols) {
+		if err := rd.readColumnMeta(c, cmo[16*c:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setSchema takes the fields of the file descriptor. Only top-level
+// fields of the types this package decodes are accepted.
+func (rd *Reader) setSchema(fd *lancefilepb.FileDescriptor) error {
+	if fd.GetLength() > maxRows {
+		return malformed("file descriptor", "%d rows, more than %d", fd.GetLength(), uint64(maxRows))
+	}
+	rd.rows = fd.GetLength()
+	var afs []arrow.Field
+	for _, f := range fd.GetSchema().GetFields() {
+		if f.GetParentId() != -1 {
+			return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
+		}
+		t, err := colTypeOfLogical(f.GetName(), f.GetLogicalType())
+		if err != nil {
+			return err
+		}
+		md := arrow.NewMetadata([]string{FieldIDKey}, []string{strconv.Itoa(int(f.GetId()))})
+		afs = append(afs, arrow.Field{Name: f.GetName(), Type: t.dt, Nullable: f.GetNullable(), Metadata: md})
+		rd.fields = append(rd.fields, f)
+		rd.types = append(rd.types, t)
+	}
+	rd.schema = arrow.NewSchema(afs, nil)
+	return nil
+}
+
+func (rd *Reader) readColumnMeta(c int, entry []byte) error {
+	op := fmt.Sprintf("column %d metadata", c)
+	b, err := readAt(rd.r, rd.size, op, binary.LittleEndian.Uint64(entry), binary.LittleEndian.Uint64(entry[8:]))
+	if err != nil {
+		return err
+	}
+	cm := &lancefilepb.ColumnMetadata{}
+	if err := proto.Unmarshal(b, cm); err != nil {
+		return malformed(op, "%v", err)
+	}
+	var starts []uint64
+	row := uint64(0)
+	for p, pg := range cm.GetPages() {
+		if len(pg.GetBufferOffsets()) != len(pg.GetBufferSizes()) {
+			return malformed(op, "page %d has %d buffer offsets and %d sizes", p, len(pg.GetBufferOffsets()), len(pg.GetBufferSizes()))
+		}
+		if pg.GetLength() > rd.rows-row {
+			return malformed(op, "pages hold more than the file's %d rows", rd.rows)
+		}
+		starts = append(starts, row)
+		row += pg.GetLength()
+	}
+	if row != rd.rows {
+		return malformed(op, "pages hold %d rows, the file %d", row, rd.rows)
+	}
+	rd.cols = append(rd.cols, cm)
+	rd.starts = append(rd.starts, starts)
+	return nil
+}
+
+// readAt reads n bytes at off after checking they lie inside the file.
+func readAt(r io.ReaderAt, size int64, op string, off, n uint64) ([]byte, error) {
+	if off > uint64(size) || n > uint64(size)-off {
+		return nil, malformed(op, "%d bytes at %d lie outside the %d-byte file", n, off, size)
+	}
+	b := make([]byte, n)
+	if _, err := r.ReadAt(b, int64(off)); err != nil && !(err == io.EOF && n > 0) {
+		return nil, fmt.Errorf("lancefile: %s: read %d bytes at %d: %w", op, n, off, err)
+	}
+	return b, nil
+}
+
+// Version is the file's format version.
+func (rd *Reader) Version() Version { return rd.version }
+
+// NumRows is the number of rows in the file.
+func (rd *Reader) NumRows() uint64 { return rd.rows }
+
+// Schema is the file's schema as Arrow fields, each carrying its Lance
+// field id under FieldIDKey in its metadata.
+func (rd *Reader) Schema() *arrow.Schema { return rd.schema }
+
+// Fields are the file's Lance schema fields, in column order.
+func (rd *Reader) Fields() []*lancepb.Field { return rd.fields }
+
+// NumPages is the number of pages of column col.
+func (rd *Reader) NumPages(col int) int { return len(rd.cols[col].GetPages()) }
+
+// ReadColumn reads rows [start, end) of column col.
+func (rd *Reader) ReadColumn(col int, start, end uint64) (arrow.Array, error) {
+	if col < 0 || col >= len(rd.cols) {
+		return nil, inputErr("column %d out of range [0, %d)", col, len(rd.cols))
+	}
+	if start > end || end > rd.rows {
+		return nil, inputErr("rows [%d, %d) out of range [0, %d)", start, end, rd.rows)
+	}
+	out := newColumn(rd.types[col])
+	starts := rd.starts[col]
+	for p, pg := range rd.cols[col].GetPages() {
+		ps, pe := starts[p], starts[p]+pg.GetLength()
+		if pe <= start || ps >= end || pg.GetLength() == 0 {
+			continue
+		}
+		page, err := rd.decodePage(col, p)
+		if err != nil {
+			return nil, err
+		}
+		out.appendColumn(page, int(max(start, ps)-ps), int(min(end, pe)-ps))
+	}
+	return out.toArrow()
+}
+
+// ReadRange reads rows [start, end) of the given columns (nil: all) as a
+// record batch.
+func (rd *Reader) ReadRange(cols []int, start, end uint64) (arrow.Record, error) {
+	if cols == nil {
+		cols = rd.allColumns()
+	}
+	arrs := make([]arrow.Array, 0, len(cols))
+	defer func() {
+		for _, a := range arrs {
+			a.Release()
+		}
+	}()
+	for _, c := range cols {
+		a, err := rd.ReadColumn(c, start, end)
+		if err != nil {
+			return nil, err
+		}
+		arrs = append(arrs, a)
+	}
+	return array.NewRecord(rd.project(cols), arrs, int64(end-start)), nil
+}
+
+// Take reads the given rows (in the order given, repeats allowed) of the
+// given columns (nil: all). Each page is decoded at most once.
+func (rd *Reader) Take(cols []int, rows []uint64) (arrow.Record, error) {
+	if cols == nil {
+		cols = rd.allColumns()
+	}
+	for _, r := range rows {
+		if r >= rd.rows {
+			return nil, inputErr("row %d out of range [0, %d)", r, rd.rows)
+		}
+	}
+	arrs := make([]arrow.Array, 0, len(cols))
+	defer func() {
+		for _, a := range arrs {
+			a.Release()
+		}
+	}()
+	for _, c := range cols {
+		a, err := rd.takeColumn(c, rows)
+		if err != nil {
+			return nil, err
+		}
+		arrs = append(arrs, a)
+	}
+	return array.NewRecord(rd.project(cols), arrs, int64(len(rows))), nil
+}
+
+func (rd *Reader) takeColumn(col int, rows []uint64) (arrow.Array, error) {
+	if col < 0 || col >= len(rd.cols) {
+		return nil, inputErr("column %d out of range [0, %d)", col, len(rd.cols))
+	}
+	pages := map[int]*column{}
+	out := newColumn(rd.types[col])
+	starts := rd.starts[col]
+	for _, r := range rows {
+		p := pageOf(starts, r)
+		page, ok := pages[p]
+		if !ok {
+			var err error
+			if page, err = rd.decodePage(col, p); err != nil {
+				return nil, err
+			}
+			pages[p] = page
+		}
+		i := int(r - starts[p])
+		out.appendColumn(page, i, i+1)
+	}
+	return out.toArrow()
+}
+
+// pageOf returns the last page starting at or before row r.
+func pageOf(starts []uint64, r uint64) int {
+	lo, hi := 0, len(starts)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if starts[mid] <= r {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+func (rd *Reader) allColumns() []int {
+	cols := make([]int, len(rd.cols))
+	for i := range cols {
+		cols[i] = i
+	}
+	return cols
+}
+
+func (rd *Reader) project(cols []int) *arrow.Schema {
+	fs := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fs[i] = rd.schema.Field(c)
+	}
+	return arrow.NewSchema(fs, nil)
+}
+
+// decodePage reads and decodes every row of one page.
+func (rd *Reader) decodePage(col, p int) (*column, error) {
+	pg := rd.cols[col].GetPages()[p]
+	op := fmt.Sprintf("column %d page %d", col, p)
+	bufs := make([][]byte, len(pg.GetBufferOffsets()))
+	for i, off := range pg.GetBufferOffsets() {
+		b, err := readAt(rd.r, rd.size, op, off, pg.GetBufferSizes()[i])
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	enc, err := unwrapDirect(op, pg.GetEncoding())
+	if err != nil {
+		return nil, err
+	}
+	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), bufs: bufs}
+	var c *column
+	if rd.version == V2_0 {
+		c, err = pd.decode20(enc)
+	} else {
+		c, err = pd.decode21(enc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.n != pd.n {
+		return nil, malformed(op, "decoded %d rows, the page has %d", c.n, pd.n)
+	}
+	return c, nil
+}
+
+// unwrapDirect returns the Any inside a direct encoding.
+func unwrapDirect(op string, e *lancefilepb.Encoding) (*anypb.Any, error) {
+	d := e.GetDirect()
+	if d == nil {
+		if e.GetIndirect() != nil {
+			return nil, &UnsupportedEncodingError{Name: "indirect", Op: op}
+		}
+		return nil, malformed(op, "page encoding is missing")
+	}
+	a := &anypb.Any{}
+	if err := proto.Unmarshal(d.GetEncoding(), a); err != nil {
+		return nil, malformed(op, "encoding: %v", err)
+	}
+	return a, nil
+}
+
+// pageDecoder holds one page's buffers while it is decoded.
+type pageDecoder struct {
+	op   string
+	t    colType
+	n    int
+	bufs [][]byte
+}
+
+func (pd *pageDecoder) buf(i uint64) ([]byte, error) {
+	if i >= uint64(len(pd.bufs)) {
+		return nil, malformed(pd.op, "buffer %d of %d", i, len(pd.bufs))
+	}
+	return pd.bufs[i], nil
+}
+
+// messageName returns the part of an Any's type URL after the last '/'.
+func messageName(a *anypb.Any) string {
+	u := a.GetTypeUrl()
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] == '/' {
+			return u[i+1:]
+		}
+	}
+	return u
+}
