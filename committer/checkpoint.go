@@ -91,7 +91,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 		if err != nil {
 			c.log.Warn("unusable checkpoint; replaying from the start", "dataset", st.ds, "version", v, "err", err)
 		} else {
-			st.head = cp.Manifest
+			st.setBase(cp.Manifest)
 			from = cp.DecSeq + 1
 		}
 	}

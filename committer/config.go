@@ -80,8 +80,24 @@ type Config struct {
 	// rejected with READ_VERSION_TOO_OLD (default 0: every version in the log).
 	RetainVersions uint64
 	// MaxReadLag: read versions more than this behind head are rejected with
-	// READ_VERSION_TOO_OLD, bounding conflict checks (default 100000).
+	// READ_VERSION_TOO_OLD before anything else is checked (default 100000).
 	MaxReadLag uint64
+	// MaxRebaseLag: a transaction whose preconditions hold but that read
+	// more than this many versions behind head is rejected with
+	// READ_VERSION_TOO_OLD (retryable: re-read and retry) instead of being
+	// checked for conflicts and rebased over every version since, which
+	// reads each of those transactions (from the log, outside Window).
+	// Default: CheckpointEvery, so landing never reads more than one
+	// checkpoint interval of the log; negative CheckpointEvery: Window.
+	// Preconditions are evaluated at any lag up to MaxReadLag through the
+	// change index, whatever MaxRebaseLag is.
+	MaxRebaseLag uint64
+	// IndexBytes bounds each dataset's change index, which lets stale
+	// reads be evaluated and blamed without rebuilding old versions
+	// (default 128 KiB: about a thousand appends of history; 1,000
+	// datasets hold at most 128 MiB of it). A read older than what the
+	// index covers is pinned from the checkpoint before it and the log.
+	IndexBytes int
 
 	// DatasetRoot, when set, is a directory holding each dataset's Lance
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
@@ -108,6 +124,9 @@ const (
 	StepAcked      Step = "acked"       // every staged message of the batch acked
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
+
+// DefaultIndexBytes is the default Config.IndexBytes.
+const DefaultIndexBytes = 128 << 10
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("committer: invalid config")
@@ -164,6 +183,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxReadLag == 0 {
 		c.MaxReadLag = 100000
 	}
+	if c.MaxRebaseLag == 0 {
+		c.MaxRebaseLag = uint64(c.Window)
+		if c.CheckpointEvery > 0 {
+			c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window))
+		}
+	}
+	if c.IndexBytes == 0 {
+		c.IndexBytes = DefaultIndexBytes
+	}
 	if c.DeletionPolicy == "" {
 		c.DeletionPolicy = "protected-rows"
 	}
@@ -196,6 +224,8 @@ func (c Config) Validate() error {
 		return bad("MaxTxnBytes %d not in 1..StreamMaxMsgSize (%d)", c.MaxTxnBytes, c.StreamMaxMsgSize)
 	case c.Window < 1:
 		return bad("Window %d < 1", c.Window)
+	case c.IndexBytes < 4096:
+		return bad("IndexBytes %d < 4096", c.IndexBytes)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return bad("Replicas %d not in 1..5", c.Replicas)
 	}

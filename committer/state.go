@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/evaluator"
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
@@ -40,6 +41,11 @@ type limits struct {
 	retain      uint64 // 0: all
 	maxLag      uint64
 	rules       ruleOptions
+	// maxRebaseLag bounds how far behind head a transaction may have read
+	// and still be landed (0: maxLag only).
+	maxRebaseLag uint64
+	// indexBytes bounds the change index (0: its default).
+	indexBytes int
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -55,6 +61,7 @@ type state struct {
 	validName bool
 	lim       limits
 	older     history // versions before the window; nil means none
+	ix        *table.ChangeIndex // kept in step with head
 
 	head       *table.Manifest // nil until the dataset is created
 	recent     map[uint64]*table.Manifest
@@ -72,6 +79,35 @@ func newState(ds string, lim limits, older history) *state {
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
 		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{},
 		decided: newIDSet(),
+		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
+	}
+}
+
+// setBase makes m (a checkpoint's manifest) the head of an empty state.
+// The change index starts at m: it knows nothing older.
+func (s *state) setBase(m *table.Manifest) {
+	s.head = m
+	s.ix.Rebuild(m)
+}
+
+// setHead moves head to next, the version committed by txnID, and
+// advances the change index with it.
+func (s *state) setHead(next *table.Manifest, txnID string) {
+	if s.head != nil {
+		s.recent[s.head.Version()] = s.head
+	}
+	s.head = next
+	if err := s.ix.Advance(next, txnID); err != nil {
+		s.ix.Rebuild(next) // out of step: start again from here
+	}
+}
+
+// syncIndex makes sure the change index ends at head; it always does
+// unless a code path moved head without it, and then the index restarts
+// from head rather than answer for another version.
+func (s *state) syncIndex() {
+	if s.ix.Head() != s.head {
+		s.ix.Rebuild(s.head)
 	}
 }
 
@@ -201,20 +237,29 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	case s.lim.retain > 0 && head.Version()-rv > s.lim.retain:
 		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is older than the %d retained versions", rv, s.lim.retain)
 	}
-	pinned, err := s.Manifest(rv)
+	pre, err := evaluator.CheckTransaction(txn, s.lim.rules.limits)
 	if err != nil {
-		if errors.Is(err, table.ErrVersionNotFound) {
-			return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
-		}
-		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "load read_version %d: %v", rv, err)
+		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
+	}
+	s.syncIndex()
+	p := pinner{s: s, rv: rv}
+	if err := s.checkReadSchema(txn, pre, &p); err != nil {
+		return verdict{}, asRejection(err)
 	}
 	opts := s.lim.rules
 	opts.hist = s
-	if err := checkPreconditions(pinned, head, txn, op, opts); err != nil {
+	if err := checkPreconditions(s.ix, rv, pre, p.pin, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil
 		}
 		return verdict{}, asRejection(err)
+	}
+	if err := s.checkRebaseLag(rv); err != nil {
+		return verdict{}, err
+	}
+	pinned, err := p.pin()
+	if err != nil {
+		return verdict{}, pinRejection(rv, err)
 	}
 	rebased, dels, err := land(pinned, head, txn, opts)
 	if err != nil {
@@ -225,6 +270,74 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 		return verdict{}, asRejection(err)
 	}
 	return s.finish(next, rebased, dels, rec)
+}
+
+// pinner loads the manifest at a read version at most once per decision,
+// and only when something needs the whole manifest: landing, or a check
+// the change index cannot answer because the read version is older than
+// its horizon.
+type pinner struct {
+	s      *state
+	rv     uint64
+	pinned *table.Manifest
+	err    error
+	done   bool
+}
+
+func (p *pinner) pin() (*table.Manifest, error) {
+	if !p.done {
+		p.pinned, p.err = p.s.Manifest(p.rv)
+		p.done = true
+	}
+	return p.pinned, p.err
+}
+
+func pinRejection(rv uint64, err error) *rejection {
+	if errors.Is(err, table.ErrVersionNotFound) {
+		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
+	}
+	return reject(cellguardpb.Reason_INTERNAL, "load read_version %d: %v", rv, err)
+}
+
+// checkReadSchema checks that the new data files of txn name fields of
+// the schema at its read version (not a precondition, but it too needs the
+// read version). The schema comes from the change index when it covers
+// the read version; otherwise from the pinned manifest, loaded only if the
+// transaction can still get anywhere: it has preconditions to evaluate, or
+// its lag is within what the committer rebases.
+func (s *state) checkReadSchema(txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
+	var schema *table.Schema
+	if w, ok := s.ix.At(p.rv); ok {
+		schema = w.Schema()
+	} else {
+		if len(pre) == 0 {
+			if err := s.checkRebaseLag(p.rv); err != nil {
+				return err
+			}
+		}
+		m, err := p.pin()
+		if err != nil {
+			return pinRejection(p.rv, err)
+		}
+		schema = m.Schema()
+	}
+	if err := table.CheckFileFields(txn, schema); err != nil {
+		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
+	return nil
+}
+
+// checkRebaseLag refuses to land a transaction read more than
+// maxRebaseLag versions behind head: landing it would read every
+// transaction committed since (conflict checks and rebase), from the log
+// once they are out of the window. The rejection is retryable: re-read
+// and try again.
+func (s *state) checkRebaseLag(rv uint64) *rejection {
+	lag := s.headVersion() - rv
+	if s.lim.maxRebaseLag > 0 && lag > s.lim.maxRebaseLag {
+		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d; the committer rebases at most %d: re-read and retry", rv, lag, s.headVersion(), s.lim.maxRebaseLag)
+	}
+	return nil
 }
 
 func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
@@ -275,10 +388,7 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	if v.next == nil {
 		return
 	}
-	if s.head != nil {
-		s.recent[s.head.Version()] = s.head
-	}
-	s.head = v.next
+	s.setHead(v.next, v.rec.TxnUuid)
 	s.txns[v.next.Version()] = v.txn
 	s.versionSeq = append(s.versionSeq, 0) // filled in by commit
 }
@@ -310,6 +420,7 @@ func (s *state) rollback(m mark) {
 		delete(s.recent, m.head.Version())
 	}
 	s.versionSeq = s.versionSeq[:m.versions]
+	s.ix.Rollback(m.head)
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
 }
 
@@ -365,10 +476,7 @@ func (s *state) advance(r declog.Record) error {
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}
-	if s.head != nil {
-		s.recent[s.head.Version()] = s.head
-	}
-	s.head = next
+	s.setHead(next, r.TxnID)
 	s.txns[r.Version] = txn
 	s.evict()
 	return nil

@@ -96,6 +96,7 @@ func (w *worker) load(ctx context.Context) error {
 	lim := limits{
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
+		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes,
 	}
 	if c.dvRoot != nil {
 		lim.rules.deletions = c.dvRoot.dataset(w.ds)
