@@ -60,7 +60,7 @@ type state struct {
 	ds        string
 	validName bool
 	lim       limits
-	older     history // versions before the window; nil means none
+	older     history            // versions before the window; nil means none
 	ix        *table.ChangeIndex // kept in step with head
 
 	head       *table.Manifest // nil until the dataset is created
