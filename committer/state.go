@@ -178,35 +178,33 @@ func (s *state) decide(in staged) verdict {
 }
 
 // identify finds the transaction's identity: the body's uuid when it
-// decodes, else the Nats-Msg-Id the producer set, else the stream sequence.
+// decodes and is a valid id, else the Nats-Msg-Id the producer set when
+// that is valid, else the stream sequence (subject.AnonymousTxnID, a
+// namespace no valid id can take). A body whose uuid is not a valid id is
+// rejected (decodeErr) under the fallback identity, so two messages never
+// share an identity by accident or by choice.
 func (s *state) identify(in staged) (string, *lancepb.Transaction, table.Op, error) {
 	if len(in.data) > s.lim.maxTxnBytes {
 		return fallbackID(in), nil, table.OpUnknown, nil
 	}
 	txn, op, err := table.DecodeTransaction(in.data)
-	if txn != nil && txn.GetUuid() != "" && validID(txn.GetUuid()) {
-		return txn.GetUuid(), txn, op, err
+	if txn == nil {
+		return fallbackID(in), txn, op, err
 	}
-	if err == nil {
-		err = errors.New("transaction has no valid uuid")
+	if idErr := subject.ValidTxnID(txn.GetUuid()); idErr != nil {
+		if err == nil {
+			err = fmt.Errorf("transaction uuid: %w", idErr)
+		}
+		return fallbackID(in), txn, op, err
 	}
-	return fallbackID(in), txn, op, err
+	return txn.GetUuid(), txn, op, err
 }
 
 func fallbackID(in staged) string {
-	if in.msgID != "" && validID(in.msgID) {
+	if subject.ValidTxnID(in.msgID) == nil {
 		return in.msgID
 	}
 	return subject.AnonymousTxnID(in.seq)
-}
-
-// validID accepts identities usable in a Nats-Msg-Id: printable, no spaces,
-// bounded.
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	return strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) < 0
 }
 
 // judge runs the protocol's checks in order. It returns the committed
