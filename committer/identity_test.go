@@ -27,7 +27,7 @@ func TestAnonymousIdentityCannotBeForged(t *testing.T) {
 	create := newUUID()
 	stage(t, js, ds, create, mustMarshal(t, createTxn(create))) // sequence 1
 	forged := subject.AnonymousTxnID(3)
-	stage(t, js, ds, forged, mustMarshal(t, appendTxn(forged, 1))) // sequence 2
+	stage(t, js, ds, forged, mustMarshal(t, appendTxn(forged, 1)))                     // sequence 2
 	ack, err := js.Publish(t.Context(), sc.Txn(ds), []byte("\xff garbage with no id")) // sequence 3
 	if err != nil {
 		t.Fatal(err)
