@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -69,16 +70,17 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
 		if r.Committed() {
 			if want := uint64(len(st.versionSeq)) + 1; r.Version != want {
-				return fmt.Errorf("committer: log of %s: record %d has version %d, want %d", st.ds, r.Seq, r.Version, want)
+				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.ds, r.Seq, r.Version, want)
 			}
 			st.versionSeq = append(st.versionSeq, r.Seq)
 		}
-		st.decided.add(r.TxnID)
-		st.lastDecSeq = r.Seq
-		st.lastTxnSeq = max(st.lastTxnSeq, r.TxnSeq)
+		st.noteLogged(r)
 		return nil
 	})
 	if err != nil {
+		return untrusted(err)
+	}
+	if err := c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
 	top := uint64(len(st.versionSeq))
@@ -100,12 +102,44 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	}
 	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, st.advance)
 	if err != nil {
-		return err
+		return untrusted(err)
 	}
 	if st.headVersion() != top {
-		return fmt.Errorf("committer: log of %s: replay reached version %d, index has %d", st.ds, st.headVersion(), top)
+		return fmt.Errorf("%w: log of %s: replay reached version %d, index has %d", errUntrustedLog, st.ds, st.headVersion(), top)
 	}
 	return nil
+}
+
+// untrusted marks errors that come from the log's content, not from
+// reading it: a malformed record, or one that does not replay.
+func untrusted(err error) error {
+	if errors.Is(err, declog.ErrMalformedRecord) || errors.Is(err, errReplay) {
+		return fmt.Errorf("%w: %w", errUntrustedLog, err)
+	}
+	return err
+}
+
+// checkStagedSeq compares the staging sequences the log claims with
+// CG_TXN's last sequence, read now (after the log).
+func (c *Committer) checkStagedSeq(ctx context.Context, st *state) error {
+	if st.lastTxnSeq == 0 {
+		return nil
+	}
+	var last uint64
+	err := retry.Do(ctx, logAttempts, logRetry, func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, logRequestTimeout)
+		defer cancel()
+		info, err := c.txn.Info(rctx)
+		if err != nil {
+			return fmt.Errorf("committer: staging stream info: %w", err)
+		}
+		last = info.State.LastSeq
+		return nil
+	}, func(error) bool { return ctx.Err() == nil })
+	if err != nil {
+		return err
+	}
+	return st.checkStagedSeq(last)
 }
 
 // logHistory reads versions older than the state's window from the

@@ -17,6 +17,7 @@ const (
 	metricCheckpoints = "cellguard_committer_checkpoints_total"
 	metricDatasets    = "cellguard_committer_active_datasets"
 	metricResyncs     = "cellguard_committer_resyncs_total"
+	metricStopped     = "cellguard_committer_dataset_stopped"
 )
 
 type metrics struct {
@@ -31,6 +32,7 @@ type metrics struct {
 	checkpoints *prometheus.CounterVec // dataset, result
 	datasets    prometheus.Gauge
 	resyncs     *prometheus.CounterVec // dataset
+	stopped     *prometheus.GaugeVec   // dataset, reason: 1 while stopped
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -72,9 +74,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricResyncs, Help: "Times a dataset's state was reloaded from the decision log after a fence or append error.",
 		}, []string{"dataset"}),
+		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricStopped, Help: "1 while a dataset is stopped because its decision log holds a record the committer cannot trust (reason untrusted-log): nothing is decided or acked for it.",
+		}, []string{"dataset", "reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.batch, m.readLag, m.pending, m.head,
-		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs} {
+		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

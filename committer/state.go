@@ -70,6 +70,7 @@ type state struct {
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
+	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
 	evicted    uint64 // versions ≤ evicted are out of the window
 }
@@ -462,16 +463,66 @@ func (s *state) replay(r declog.Record) error {
 		}
 		s.versionSeq = append(s.versionSeq, r.Seq)
 	}
+	s.noteLogged(r)
+	return nil
+}
+
+// errReplay reports a committed record that does not replay onto the
+// version before it: the record, not the reading of it, is at fault.
+var errReplay = errors.New("committed record does not replay")
+
+// contentError reports whether err is about what a record holds (it
+// does not decode, or its transaction does not apply), as opposed to a
+// failure to read something.
+func contentError(err error) bool {
+	return errors.Is(err, declog.ErrMalformedRecord) || errors.Is(err, table.ErrMalformed) ||
+		errors.Is(err, table.ErrInvalidTransaction) || errors.Is(err, table.ErrUnsupportedOperation)
+}
+
+// noteLogged folds a log record's identity and sequences into the state.
+func (s *state) noteLogged(r declog.Record) {
 	s.decided.add(r.TxnID)
 	s.lastDecSeq = r.Seq
-	s.lastTxnSeq = max(s.lastTxnSeq, r.TxnSeq)
+	if r.TxnSeq > s.lastTxnSeq {
+		s.lastTxnSeq, s.txnSeqRec = r.TxnSeq, r.Seq
+	}
+}
+
+// checkDecided confirms that a staged message at or below the last
+// decided staging sequence, about to be acked without a decision of its
+// own, really has one: its identity is among the decided ones. If not,
+// a log record claimed a staging sequence it did not decide (a forged or
+// corrupt Cg-Txn-Seq), and acking would lose the message.
+func (s *state) checkDecided(in staged) error {
+	id, txn, _, _ := s.identify(in)
+	if s.decided.has(id) || s.decided.has(fallbackID(in)) || txn != nil && s.decided.has(txn.GetUuid()) {
+		return nil
+	}
+	return fmt.Errorf("%w: staged message %d (identity %q) has no decision, yet log record %d says staging sequence %d is decided",
+		errUntrustedLog, in.seq, id, s.txnSeqRec, s.lastTxnSeq)
+}
+
+// checkStagedSeq checks the log's claim about staging against CG_TXN: no
+// record can have decided a staging sequence beyond the last one the
+// staging stream ever assigned (lastStaged, read after the log).
+func (s *state) checkStagedSeq(lastStaged uint64) error {
+	if s.lastTxnSeq > lastStaged {
+		return fmt.Errorf("%w: log record %d of %s claims staging sequence %d, beyond the last staged sequence %d",
+			errUntrustedLog, s.txnSeqRec, s.ds, s.lastTxnSeq, lastStaged)
+	}
 	return nil
 }
 
 // advance applies a committed record to the head manifest.
 func (s *state) advance(r declog.Record) error {
+	if want := s.headVersion() + 1; r.Version != want {
+		return fmt.Errorf("%w: %s: log record %d has version %d, want %d", errReplay, s.ds, r.Seq, r.Version, want)
+	}
 	next, txn, err := declog.Replay(s.head, r, s)
 	if err != nil {
+		if contentError(err) {
+			return fmt.Errorf("%w: %s: %w", errReplay, s.ds, err)
+		}
 		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}
 	s.setHead(next, r.TxnID)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,6 +38,8 @@ type worker struct {
 	// received, 0 when unknown: a jump means a delivery never reached us.
 	lastCseq uint64
 	cp       *checkpointer
+	// status is what DatasetStatuses reports; set by run.
+	status atomic.Pointer[DatasetStatus]
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -48,8 +51,9 @@ func newWorker(c *Committer, ds string) *worker {
 // restarts the worker from scratch).
 func (w *worker) run(ctx context.Context) error {
 	c := w.c
+	w.setStatus(DatasetLoading, "", "")
 	if err := w.load(ctx); err != nil {
-		return err
+		return w.stopIfUntrusted(ctx, err)
 	}
 	w.cp = newCheckpointer(c, w.ds)
 	defer w.cp.close()
@@ -64,6 +68,7 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { w.stopConsume() }()
+	w.setStatus(DatasetDeciding, "", "")
 	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
 	for {
@@ -85,7 +90,7 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		}
 		if err := w.process(ctx, batch); err != nil {
-			return err
+			return w.stopIfUntrusted(ctx, err)
 		}
 	}
 }
@@ -262,6 +267,9 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) {
 			return err
 		}
+		if errors.Is(err, errUntrustedLog) {
+			return err
+		}
 		if errors.Is(err, ErrFenced) {
 			c.metrics.fencing.WithLabelValues(w.ds).Inc()
 			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
@@ -349,7 +357,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	var idx []int
 	for i, in := range ins {
 		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
-			continue // decided already (a redelivery): ack only
+			// Decided already (a redelivery): ack only, once the log
+			// agrees that this very message has a decision.
+			if err := st.checkDecided(in); err != nil {
+				st.rollback(m)
+				return fmt.Errorf("%s: %w", w.ds, err)
+			}
+			continue
 		}
 		v := st.decide(in)
 		if v.broken != nil {
@@ -464,6 +478,9 @@ func (w *worker) catchUp(ctx context.Context) error {
 	from := st.lastDecSeq + 1
 	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, st.replay)
 	if err != nil {
+		return untrusted(err)
+	}
+	if err := w.c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
 	w.cursor = max(w.cursor, st.lastTxnSeq)
