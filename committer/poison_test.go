@@ -27,8 +27,8 @@ type countingHandler struct {
 }
 
 func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler             { return h }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
 func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
