@@ -70,9 +70,20 @@ type Config struct {
 	// Datasets restricts the committer to these datasets (default: all).
 	Datasets []string
 
-	// Window is how many recent manifests are kept in memory to pin read
-	// versions (default 256).
+	// Window is how many recent manifests and transactions are kept in
+	// memory to pin read versions and check conflicts (default 256).
 	Window int
+	// WindowBytes bounds the approximate memory the window's manifests keep
+	// alive, per dataset; the oldest are dropped first, their transactions
+	// kept (default 96 KiB: a dozen or so versions of a table changing a
+	// few fragments each). A read version whose manifest is dropped is
+	// pinned from a checkpoint and the log when it must be landed.
+	WindowBytes int
+	// KeepCheckpoints is how many checkpoints are kept per dataset; older
+	// ones are deleted after each new one is written (default 10). Read
+	// versions older than the oldest kept checkpoint (and out of memory)
+	// are rejected READ_VERSION_TOO_OLD.
+	KeepCheckpoints int
 	// CheckpointEvery is K: a checkpoint is written every K versions
 	// (default 1000; 0 means default, negative disables).
 	CheckpointEvery int
@@ -188,6 +199,12 @@ func (c Config) withDefaults() Config {
 		if c.CheckpointEvery > 0 {
 			c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window))
 		}
+	}
+	if c.WindowBytes == 0 {
+		c.WindowBytes = 96 << 10
+	}
+	if c.KeepCheckpoints == 0 {
+		c.KeepCheckpoints = 10
 	}
 	if c.IndexBytes == 0 {
 		c.IndexBytes = DefaultIndexBytes

@@ -46,6 +46,9 @@ type limits struct {
 	maxRebaseLag uint64
 	// indexBytes bounds the change index (0: its default).
 	indexBytes int
+	// windowBytes bounds the approximate memory of the window's
+	// manifests (0: only window, a count, bounds it).
+	windowBytes int
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -65,6 +68,8 @@ type state struct {
 
 	head       *table.Manifest // nil until the dataset is created
 	recent     map[uint64]*table.Manifest
+	rcost      map[uint64]int // approximate bytes each manifest in recent keeps alive
+	rbytes     int            // sum of rcost
 	txns       map[uint64]*lancepb.Transaction
 	versionSeq []uint64 // versionSeq[v-1]: CG_DEC sequence of version v's record
 	decided    idSet
@@ -73,12 +78,13 @@ type state struct {
 	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
 	evicted    uint64 // versions ≤ evicted are out of the window
+	mevicted   uint64 // manifests ≤ mevicted were dropped to fit windowBytes
 }
 
 func newState(ds string, lim limits, older history) *state {
 	return &state{
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
-		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{},
+		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
 	}
@@ -91,11 +97,15 @@ func (s *state) setBase(m *table.Manifest) {
 	s.ix.Rebuild(m)
 }
 
-// setHead moves head to next, the version committed by txnID, and
-// advances the change index with it.
-func (s *state) setHead(next *table.Manifest, txnID string) {
+// setHead moves head to next, the version committed by txnID (txnBytes
+// long, encoded), and advances the change index with it. The old head
+// joins the window of recent manifests.
+func (s *state) setHead(next *table.Manifest, txnID string, txnBytes int) {
 	if s.head != nil {
-		s.recent[s.head.Version()] = s.head
+		v := s.head.Version()
+		s.recent[v] = s.head
+		s.rcost[v] = manifestCost(txnBytes)
+		s.rbytes += s.rcost[v]
 	}
 	s.head = next
 	if err := s.ix.Advance(next, txnID); err != nil {
@@ -387,7 +397,7 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	if v.next == nil {
 		return
 	}
-	s.setHead(v.next, v.rec.TxnUuid)
+	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
 	s.txns[v.next.Version()] = v.txn
 	s.versionSeq = append(s.versionSeq, 0) // filled in by commit
 }
@@ -412,11 +422,11 @@ func (s *state) rollback(m mark) {
 	}
 	s.journal = s.journal[:m.journal]
 	for v := uint64(m.versions) + 1; v <= uint64(len(s.versionSeq)); v++ {
-		delete(s.recent, v)
+		s.dropManifest(v)
 		delete(s.txns, v)
 	}
 	if m.head != nil {
-		delete(s.recent, m.head.Version())
+		s.dropManifest(m.head.Version())
 	}
 	s.versionSeq = s.versionSeq[:m.versions]
 	s.ix.Rollback(m.head)
@@ -436,6 +446,7 @@ func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	}
 	s.journal = s.journal[:0]
 	s.evict()
+	s.evictByCost()
 }
 
 // evict drops manifests and transactions that fell out of the window.
@@ -447,11 +458,43 @@ func (s *state) evict() {
 	}
 	floor := h - uint64(s.lim.window)
 	for v := s.evicted + 1; v <= floor; v++ {
-		delete(s.recent, v)
+		s.dropManifest(v)
 		delete(s.txns, v)
 	}
 	s.evicted = max(s.evicted, floor)
 }
+
+// evictByCost drops the oldest manifests of the window until what they
+// keep alive fits windowBytes. Their transactions stay (they are small and
+// landing reads them); a read version whose manifest is gone is pinned
+// from older history when needed.
+func (s *state) evictByCost() {
+	if s.lim.windowBytes <= 0 {
+		return
+	}
+	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+		s.dropManifest(v)
+		s.mevicted = v
+	}
+}
+
+func (s *state) dropManifest(v uint64) {
+	if _, ok := s.recent[v]; !ok {
+		return
+	}
+	delete(s.recent, v)
+	s.rbytes -= s.rcost[v]
+	delete(s.rcost, v)
+}
+
+// manifestCost approximates the memory a manifest in the window keeps
+// alive that no later manifest shares: the fragment-trie nodes on the
+// paths its successor changed (32-slot nodes of a few hundred bytes, a
+// few levels deep, in several maps) and the version's own header. The
+// successor's encoded transaction size stands in for how much changed.
+// The constants come from BenchmarkResidentDatasets (about 7 KiB for a
+// one-fragment append).
+func manifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }
 
 // replay folds one record of the decision log into the state, as when
 // catching up after a fence. Committed records are applied with the same
@@ -525,9 +568,10 @@ func (s *state) advance(r declog.Record) error {
 		}
 		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}
-	s.setHead(next, r.TxnID)
+	s.setHead(next, r.TxnID, len(r.Decision.GetTransaction()))
 	s.txns[r.Version] = txn
 	s.evict()
+	s.evictByCost()
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (w *worker) load(ctx context.Context) error {
 	lim := limits{
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
-		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes,
+		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes, windowBytes: c.cfg.WindowBytes,
 	}
 	if c.dvRoot != nil {
 		lim.rules.deletions = c.dvRoot.dataset(w.ds)
