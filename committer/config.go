@@ -79,6 +79,19 @@ type Config struct {
 	// few fragments each). A read version whose manifest is dropped is
 	// pinned from a checkpoint and the log when it must be landed.
 	WindowBytes int
+	// DecisionsPerSubject is the decision log's retention: the stream keeps
+	// the newest DecisionsPerSubject records of each dataset's committed
+	// subject and of its rejected subject, and drops older ones (the
+	// stream's MaxMsgsPerSubject). The committer never lets it drop a
+	// record newer than the dataset's newest checkpoint: before appending
+	// a batch that would, it waits for a checkpoint of its head. It must
+	// exceed MaxReadLag, so a committed transaction whose record is gone
+	// is too old to commit again if it is ever re-staged, and leave room
+	// for two checkpoint intervals and a batch. Default 2×MaxReadLag
+	// (200,000); negative keeps everything (with checkpoints disabled it
+	// must). Exactly-once per transaction id holds for ids whose decision
+	// is retained or within the Duplicates window.
+	DecisionsPerSubject int64
 	// KeepCheckpoints is how many checkpoints are kept per dataset; older
 	// ones are deleted after each new one is written (default 10). Read
 	// versions older than the oldest kept checkpoint (and out of memory)
@@ -200,6 +213,12 @@ func (c Config) withDefaults() Config {
 			c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window))
 		}
 	}
+	if c.DecisionsPerSubject == 0 {
+		c.DecisionsPerSubject = 2 * int64(c.MaxReadLag)
+		if c.CheckpointEvery < 0 {
+			c.DecisionsPerSubject = -1
+		}
+	}
 	if c.WindowBytes == 0 {
 		c.WindowBytes = 96 << 10
 	}
@@ -241,6 +260,12 @@ func (c Config) Validate() error {
 		return bad("MaxTxnBytes %d not in 1..StreamMaxMsgSize (%d)", c.MaxTxnBytes, c.StreamMaxMsgSize)
 	case c.Window < 1:
 		return bad("Window %d < 1", c.Window)
+	case c.DecisionsPerSubject > 0 && c.CheckpointEvery < 0:
+		return bad("DecisionsPerSubject %d needs checkpoints (CheckpointEvery %d)", c.DecisionsPerSubject, c.CheckpointEvery)
+	case c.DecisionsPerSubject > 0 && uint64(c.DecisionsPerSubject) <= c.MaxReadLag:
+		return bad("DecisionsPerSubject %d ≤ MaxReadLag %d: a re-staged transaction whose decision was dropped could commit twice", c.DecisionsPerSubject, c.MaxReadLag)
+	case c.DecisionsPerSubject > 0 && c.DecisionsPerSubject < 2*int64(c.CheckpointEvery)+int64(c.BatchSize):
+		return bad("DecisionsPerSubject %d < 2×CheckpointEvery + BatchSize (%d)", c.DecisionsPerSubject, 2*c.CheckpointEvery+c.BatchSize)
 	case c.IndexBytes < 4096:
 		return bad("IndexBytes %d < 4096", c.IndexBytes)
 	case c.Replicas < 1 || c.Replicas > 5:

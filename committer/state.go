@@ -71,12 +71,13 @@ type state struct {
 	rcost      map[uint64]int // approximate bytes each manifest in recent keeps alive
 	rbytes     int            // sum of rcost
 	txns       map[uint64]*lancepb.Transaction
-	versionSeq []uint64 // versionSeq[v-1]: CG_DEC sequence of version v's record
+	versionSeq seqIndex // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
+	deciding   bool   // within decide: older history may refuse costly work
 	evicted    uint64 // versions ≤ evicted are out of the window
 	mevicted   uint64 // manifests ≤ mevicted were dropped to fit windowBytes
 }
@@ -158,6 +159,8 @@ func (s *state) Committed(v uint64) (*lancepb.Transaction, error) {
 // decide decides one staged message against the current (provisional)
 // state and, unless it is a skip, records the result in the state.
 func (s *state) decide(in staged) verdict {
+	s.deciding = true
+	defer func() { s.deciding = false }()
 	id, txn, op, decodeErr := s.identify(in)
 	if s.decided.has(id) {
 		return verdict{skip: true}
@@ -399,7 +402,7 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	}
 	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
 	s.txns[v.next.Version()] = v.txn
-	s.versionSeq = append(s.versionSeq, 0) // filled in by commit
+	s.versionSeq.push(0) // filled in by commit
 }
 
 // mark is a point to roll back to.
@@ -408,11 +411,11 @@ type mark struct {
 	lastDecSeq uint64
 	lastTxnSeq uint64
 	journal    int
-	versions   int
+	versions   uint64 // top of the version index
 }
 
 func (s *state) mark() mark {
-	return mark{head: s.head, lastDecSeq: s.lastDecSeq, lastTxnSeq: s.lastTxnSeq, journal: len(s.journal), versions: len(s.versionSeq)}
+	return mark{head: s.head, lastDecSeq: s.lastDecSeq, lastTxnSeq: s.lastTxnSeq, journal: len(s.journal), versions: s.versionSeq.top()}
 }
 
 // rollback forgets everything decided since m.
@@ -421,14 +424,14 @@ func (s *state) rollback(m mark) {
 		s.decided.remove(id)
 	}
 	s.journal = s.journal[:m.journal]
-	for v := uint64(m.versions) + 1; v <= uint64(len(s.versionSeq)); v++ {
+	for v := m.versions + 1; v <= s.versionSeq.top(); v++ {
 		s.dropManifest(v)
 		delete(s.txns, v)
 	}
 	if m.head != nil {
 		s.dropManifest(m.head.Version())
 	}
-	s.versionSeq = s.versionSeq[:m.versions]
+	s.versionSeq.truncate(m.versions)
 	s.ix.Rollback(m.head)
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
 }
@@ -438,7 +441,7 @@ func (s *state) rollback(m mark) {
 func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	for i, r := range recs {
 		if r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
-			s.versionSeq[r.Version-1] = seqs[i]
+			s.versionSeq.set(r.Version, seqs[i])
 		}
 	}
 	if len(seqs) > 0 {
@@ -504,7 +507,7 @@ func (s *state) replay(r declog.Record) error {
 		if err := s.advance(r); err != nil {
 			return err
 		}
-		s.versionSeq = append(s.versionSeq, r.Seq)
+		s.versionSeq.push(r.Seq)
 	}
 	s.noteLogged(r)
 	return nil

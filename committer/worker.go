@@ -107,7 +107,7 @@ func (w *worker) load(ctx context.Context) error {
 		lim.rules.deletions = c.dvRoot.dataset(w.ds)
 	}
 	st := newState(w.ds, lim, nil)
-	st.older = &logHistory{c: c, st: st}
+	st.older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
 	if err := c.loadState(ctx, st); err != nil {
 		return err
 	}
@@ -376,6 +376,10 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		recs, verdicts, idx = append(recs, v.rec), append(verdicts, v), append(idx, i)
 	}
 	if err := c.step(StepDecided, w.ds); err != nil {
+		return err
+	}
+	if err := w.checkRetention(m, st.headVersion()); err != nil {
+		st.rollback(m)
 		return err
 	}
 	if len(recs) > 0 {
