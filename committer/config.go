@@ -92,6 +92,10 @@ type Config struct {
 	// must). Exactly-once per transaction id holds for ids whose decision
 	// is retained or within the Duplicates window.
 	DecisionsPerSubject int64
+	// IdleEvict drops a dataset's in-memory state after this long without
+	// a staged message; the next message reloads it from the checkpoint
+	// and the log (default 5 min; negative never).
+	IdleEvict time.Duration
 	// KeepCheckpoints is how many checkpoints are kept per dataset; older
 	// ones are deleted after each new one is written (default 10). Read
 	// versions older than the oldest kept checkpoint (and out of memory)
@@ -218,6 +222,9 @@ func (c Config) withDefaults() Config {
 		if c.CheckpointEvery < 0 {
 			c.DecisionsPerSubject = -1
 		}
+	}
+	if c.IdleEvict == 0 {
+		c.IdleEvict = 5 * time.Minute
 	}
 	if c.WindowBytes == 0 {
 		c.WindowBytes = 96 << 10

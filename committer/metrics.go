@@ -18,6 +18,7 @@ const (
 	metricDatasets    = "cellguard_committer_active_datasets"
 	metricResyncs     = "cellguard_committer_resyncs_total"
 	metricStopped     = "cellguard_committer_dataset_stopped"
+	metricEvictions   = "cellguard_committer_idle_evictions_total"
 )
 
 type metrics struct {
@@ -33,6 +34,7 @@ type metrics struct {
 	datasets    prometheus.Gauge
 	resyncs     *prometheus.CounterVec // dataset
 	stopped     *prometheus.GaugeVec   // dataset, reason: 1 while stopped
+	evictions   *prometheus.CounterVec // dataset
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -77,9 +79,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricStopped, Help: "1 while a dataset is stopped because its decision log holds a record the committer cannot trust (reason untrusted-log): nothing is decided or acked for it.",
 		}, []string{"dataset", "reason"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricEvictions, Help: "Times an idle dataset's state was dropped from memory (it is reloaded from the checkpoint and the log on its next message).",
+		}, []string{"dataset"}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.batch, m.readLag, m.pending, m.head,
-		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped} {
+		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

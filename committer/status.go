@@ -28,6 +28,10 @@ const (
 	DatasetLoading DatasetState = "loading"
 	// DatasetDeciding: the state is loaded and staged messages are decided.
 	DatasetDeciding DatasetState = "deciding"
+	// DatasetIdle: no message arrived for Config.IdleEvict and the state
+	// was dropped to save memory; it is loaded again when one does. An
+	// idle dataset is healthy (ready).
+	DatasetIdle DatasetState = "idle"
 	// DatasetStopped: the decision log holds a record the committer cannot
 	// trust; nothing is decided or acked for this dataset until an
 	// operator repairs the log and restarts the committer.

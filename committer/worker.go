@@ -71,14 +71,22 @@ func (w *worker) run(ctx context.Context) error {
 	w.setStatus(DatasetDeciding, "", "")
 	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
+	idle := newIdleTimer(c.cfg.IdleEvict)
+	defer idle.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			w.stopConsume()
 			w.nakBuffered()
 			return nil
+		case <-idle.c():
+			w.evictState()
+			continue
 		case m := <-w.in:
 			batch = append(batch[:0], m)
+		}
+		if err := w.reloadIfEvicted(ctx); err != nil {
+			return w.stopIfUntrusted(ctx, err)
 		}
 	drain:
 		for len(batch) < c.cfg.BatchSize {
@@ -92,6 +100,7 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.process(ctx, batch); err != nil {
 			return w.stopIfUntrusted(ctx, err)
 		}
+		idle.reset()
 	}
 }
 
