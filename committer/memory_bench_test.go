@@ -23,7 +23,7 @@ import (
 //
 //	go test ./committer/ -run XXX -bench ResidentDatasets -benchtime 1x
 func BenchmarkResidentDatasets(b *testing.B) {
-	for _, c := range []struct{ datasets, versions int }{{200, 300}} {
+	for _, c := range []struct{ datasets, versions int }{{1000, 20}, {1000, 300}} {
 		b.Run(fmt.Sprintf("datasets=%d/versions=%d", c.datasets, c.versions), func(b *testing.B) {
 			cfg := Config{}.withDefaults()
 			lim := limits{
