@@ -70,6 +70,9 @@ type state struct {
 	recent     map[uint64]*table.Manifest
 	rcost      map[uint64]int // approximate bytes each manifest in recent keeps alive
 	rbytes     int            // sum of rcost
+	tcost      map[uint64]int // approximate bytes of each transaction in txns
+	tbytes     int            // sum of tcost
+	tevicted   uint64         // transactions ≤ tevicted were dropped to fit windowBytes
 	txns       map[uint64]*lancepb.Transaction
 	versionSeq seqIndex // version → CG_DEC sequence of its record
 	decided    idSet
@@ -85,7 +88,7 @@ type state struct {
 func newState(ds string, lim limits, older history) *state {
 	return &state{
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
-		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{},
+		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
 	}
@@ -401,7 +404,7 @@ func (s *state) record(v verdict, txnSeq uint64) {
 		return
 	}
 	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
-	s.txns[v.next.Version()] = v.txn
+	s.keepTxn(v.next.Version(), v.txn, len(v.rec.Transaction))
 	s.versionSeq.push(0) // filled in by commit
 }
 
@@ -426,7 +429,7 @@ func (s *state) rollback(m mark) {
 	s.journal = s.journal[:m.journal]
 	for v := m.versions + 1; v <= s.versionSeq.top(); v++ {
 		s.dropManifest(v)
-		delete(s.txns, v)
+		s.dropTxn(v)
 	}
 	if m.head != nil {
 		s.dropManifest(m.head.Version())
@@ -462,7 +465,7 @@ func (s *state) evict() {
 	floor := h - uint64(s.lim.window)
 	for v := s.evicted + 1; v <= floor; v++ {
 		s.dropManifest(v)
-		delete(s.txns, v)
+		s.dropTxn(v)
 	}
 	s.evicted = max(s.evicted, floor)
 }
@@ -479,7 +482,34 @@ func (s *state) evictByCost() {
 		s.dropManifest(v)
 		s.mevicted = v
 	}
+	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+		s.dropTxn(v)
+		s.tevicted = v
+	}
 }
+
+// keepTxn adds the transaction committed at v (n bytes encoded) to the
+// window.
+func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
+	s.dropTxn(v)
+	s.txns[v] = txn
+	s.tcost[v] = txnCost(n)
+	s.tbytes += s.tcost[v]
+}
+
+func (s *state) dropTxn(v uint64) {
+	if _, ok := s.txns[v]; !ok {
+		return
+	}
+	delete(s.txns, v)
+	s.tbytes -= s.tcost[v]
+	delete(s.tcost, v)
+}
+
+// txnCost approximates a decoded transaction's memory from its encoded
+// size: protobuf messages in memory take several times their wire size
+// (about 1 KiB for a one-fragment append, measured).
+func txnCost(n int) int { return 256 + 4*n }
 
 func (s *state) dropManifest(v uint64) {
 	if _, ok := s.recent[v]; !ok {
@@ -572,7 +602,7 @@ func (s *state) advance(r declog.Record) error {
 		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}
 	s.setHead(next, r.TxnID, len(r.Decision.GetTransaction()))
-	s.txns[r.Version] = txn
+	s.keepTxn(r.Version, txn, len(r.Decision.GetTransaction()))
 	s.evict()
 	s.evictByCost()
 	return nil
