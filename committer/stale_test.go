@@ -176,3 +176,37 @@ func TestStaleAcceptedReadTooOld(t *testing.T) {
 		t.Errorf("lag 500: %v, want committed", rec)
 	}
 }
+
+func TestSeqIndex(t *testing.T) {
+	var x seqIndex
+	if x.top() != 0 {
+		t.Fatalf("empty top %d", x.top())
+	}
+	x.push(10)
+	x.push(0)
+	x.set(2, 12)
+	if s, ok := x.at(2); !ok || s != 12 || x.top() != 2 {
+		t.Errorf("at(2) = %d %v, top %d", s, ok, x.top())
+	}
+	x.truncate(1)
+	if _, ok := x.at(2); ok || x.top() != 1 {
+		t.Errorf("after truncate: top %d", x.top())
+	}
+	var y seqIndex
+	y.start(70)
+	if y.top() != 69 {
+		t.Errorf("started at 70: top %d, want 69", y.top())
+	}
+	y.push(700)
+	y.push(710)
+	if s, ok := y.at(71); !ok || s != 710 {
+		t.Errorf("at(71) = %d %v", s, ok)
+	}
+	if _, ok := y.at(69); ok {
+		t.Error("version before the start is indexed")
+	}
+	y.trim(71)
+	if _, ok := y.at(70); ok || y.first != 71 || y.top() != 71 {
+		t.Errorf("after trim: first %d top %d", y.first, y.top())
+	}
+}
