@@ -195,8 +195,6 @@ type logHistory struct {
 	txns      map[uint64]*lancepb.Transaction // committed transactions read from the log
 	txnBytes  int                             // encoded size of txns
 	maxReplay uint64                          // 0: unbounded
-	// loads counts manifests rebuilt (for tests and the metric).
-	loads int
 }
 
 // maxReplay is how many versions deciding may replay to pin an old read
@@ -220,6 +218,7 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
+	h.c.metrics.historyReads.WithLabelValues(st.ds).Inc()
 	r, err := h.c.record(context.Background(), seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
@@ -257,7 +256,7 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
 			st.ds, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
 	}
-	h.loads++
+	h.c.metrics.historyLoads.WithLabelValues(st.ds).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := h.Committed(u)
 		if err != nil {

@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"cellguard/internal/declog"
+	"cellguard/internal/natstest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -209,4 +212,56 @@ func TestSeqIndex(t *testing.T) {
 	if _, ok := y.at(70); ok || y.first != 71 || y.top() != 71 {
 		t.Errorf("after trim: first %d top %d", y.first, y.top())
 	}
+}
+
+// TestStaleReadEndToEnd stages a stale PRECONDITION_FAILED transaction
+// 5,000 versions behind head, then a valid one, on a running committer,
+// then does the same after a restart (state rebuilt from a checkpoint):
+// both times the stale one is rejected and the valid one committed right
+// after it, and deciding the stale one read a handful of log records, not
+// the 5,000 versions in between.
+func TestStaleReadEndToEnd(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	cfg.BatchSize = 256
+	r := start(t, srv.URL(), cfg)
+	ds := "lagging"
+	create, del := newUUID(), newUUID()
+	stage(t, js, ds, create, mustMarshal(t, createTxn(create)))
+	stageAppends(t, js, ds, 1, 1)
+	stage(t, js, ds, del, mustMarshal(t, deleteFragmentTxn(del, 2, 1)))
+	const lag = 5000
+	stageAppends(t, js, ds, 3, lag)
+	head := uint64(3 + lag)
+	waitVersion(t, js, ds, head)
+	for round, name := range []string{"running", "restarted"} {
+		if round == 1 {
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			r = start(t, srv.URL(), cfg)
+		}
+		loads0, reads0 := historyWork(r.c, ds)
+		stale := staleTxn()
+		stage(t, js, ds, stale.Uuid, mustMarshal(t, stale))
+		stageAppends(t, js, ds, head, 1)
+		head++
+		waitVersion(t, js, ds, head)
+		l := readLog(t, js, ds)
+		got := l[len(l)-2].rec
+		if got.TxnUuid != stale.Uuid || got.Reason != cellguardpb.Reason_PRECONDITION_FAILED {
+			t.Fatalf("%s: decision before the valid one: %v, want the stale txn PRECONDITION_FAILED", name, got)
+		}
+		loads, reads := historyWork(r.c, ds)
+		if loads, reads := loads-loads0, reads-reads0; loads > 1 || reads > float64(2*cfg.CheckpointEvery) {
+			t.Errorf("%s: deciding the stale txn rebuilt %v manifests from %v log records; want ≤ 1 from ≤ %d", name, loads, reads, 2*cfg.CheckpointEvery)
+		}
+	}
+}
+
+// historyWork returns the manifests rebuilt and log records read by
+// ds's worker so far.
+func historyWork(c *Committer, ds string) (loads, reads float64) {
+	return testutil.ToFloat64(c.metrics.historyLoads.WithLabelValues(ds)), testutil.ToFloat64(c.metrics.historyReads.WithLabelValues(ds))
 }
