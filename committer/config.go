@@ -115,8 +115,10 @@ type Config struct {
 	// READ_VERSION_TOO_OLD (retryable: re-read and retry) instead of being
 	// checked for conflicts and rebased over every version since, which
 	// reads each of those transactions (from the log, outside Window).
-	// Default: CheckpointEvery, so landing never reads more than one
-	// checkpoint interval of the log; negative CheckpointEvery: Window.
+	// Default: the largest of CheckpointEvery, Window and 1,000: landing
+	// reads at most that many transactions (from memory or, once, from the
+	// log into a cache) and pins from a checkpoint at most two intervals
+	// back.
 	// Preconditions are evaluated at any lag up to MaxReadLag through the
 	// change index, whatever MaxRebaseLag is.
 	MaxRebaseLag uint64
@@ -152,6 +154,9 @@ const (
 	StepAcked      Step = "acked"       // every staged message of the batch acked
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
+
+// minRebaseLag is the smallest default MaxRebaseLag.
+const minRebaseLag = 1000
 
 // DefaultIndexBytes is the default Config.IndexBytes.
 const DefaultIndexBytes = 128 << 10
@@ -212,10 +217,7 @@ func (c Config) withDefaults() Config {
 		c.MaxReadLag = 100000
 	}
 	if c.MaxRebaseLag == 0 {
-		c.MaxRebaseLag = uint64(c.Window)
-		if c.CheckpointEvery > 0 {
-			c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window))
-		}
+		c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window, minRebaseLag))
 	}
 	if c.DecisionsPerSubject == 0 {
 		c.DecisionsPerSubject = 2 * int64(c.MaxReadLag)
