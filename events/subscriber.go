@@ -247,7 +247,7 @@ func (r *run) handle(ctx context.Context, rec declog.Record) error {
 			return err
 		}
 	}
-	next, txn, err := declog.Replay(r.last, rec, r.reader.Versions(s.cfg.Dataset))
+	next, txn, err := declog.Replay(ctx, r.last, rec, r.reader.Versions(s.cfg.Dataset))
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}

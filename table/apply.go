@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,9 +23,9 @@ import (
 // (UpdateMemWalState, AppendFragmentReuseTransitions, Clone, none, unknown).
 //
 // head == nil means the table does not exist yet: Apply is then Create.
-// older serves the manifests of earlier versions; only Restore needs it, and
-// it may be nil when no Restore can be served (Restore then fails with
-// ErrVersionNotFound).
+// older serves the manifests of earlier versions; only Restore needs it (and
+// ctx, which bounds that lookup), and it may be nil when no Restore can be
+// served (Restore then fails with ErrVersionNotFound).
 //
 // Apply is a pure function of its arguments. It never modifies head, txn or
 // anything they point to, shares with head every fragment the transaction
@@ -116,7 +117,7 @@ import (
 //     re-encoded (it arrives with only some) may have at most
 //     maxMaterializedRows rows; fragment ids must fit max_fragment_id's 32
 //     bits (Lance would panic).
-func Apply(head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest, error) {
+func Apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest, error) {
 	if head == nil {
 		return Create(txn)
 	}
@@ -134,7 +135,7 @@ func Apply(head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest,
 	if err != nil {
 		return nil, err
 	}
-	if err := a.apply(older); err != nil {
+	if err := a.apply(ctx, older); err != nil {
 		return nil, err
 	}
 	return a.finish()
@@ -145,7 +146,7 @@ type Versions interface {
 	// Manifest returns the manifest of the given version. An error wrapping
 	// ErrVersionNotFound means the version does not exist or is no longer
 	// available.
-	Manifest(version uint64) (*Manifest, error)
+	Manifest(ctx context.Context, version uint64) (*Manifest, error)
 }
 
 // CreateOptions carries what creating a table needs beyond the creating
@@ -160,7 +161,7 @@ type CreateOptions struct {
 }
 
 // Create builds version 1 of a new table from its creating transaction: an
-// Overwrite with read_version 0. Apply(nil, txn, nil) is the same call.
+// Overwrite with read_version 0. Apply(ctx, nil, txn, nil) is the same call.
 func Create(txn *lancepb.Transaction) (*Manifest, error) {
 	return CreateWith(txn, CreateOptions{})
 }
@@ -193,7 +194,7 @@ func CreateWith(txn *lancepb.Transaction, opts CreateOptions) (*Manifest, error)
 	a.creating = true
 	a.stable = opts.StableRowIDs
 	a.defaultFormat = opts.DataFormat
-	if err := a.apply(nil); err != nil {
+	if err := a.applyOverwrite(txn.GetOverwrite()); err != nil {
 		return nil, err
 	}
 	return a.finish()
@@ -258,7 +259,7 @@ func (a *applier) invalid(format string, args ...any) error {
 	return a.errf(ErrInvalidTransaction, format, args...)
 }
 
-func (a *applier) apply(older Versions) error {
+func (a *applier) apply(ctx context.Context, older Versions) error {
 	switch op := a.txn.GetOperation().(type) {
 	case *lancepb.Transaction_Append_:
 		return a.applyAppend(op.Append)
@@ -273,7 +274,7 @@ func (a *applier) apply(older Versions) error {
 	case *lancepb.Transaction_Merge_:
 		return a.applyMerge(op.Merge)
 	case *lancepb.Transaction_Restore_:
-		return a.applyRestore(op.Restore, older)
+		return a.applyRestore(ctx, op.Restore, older)
 	case *lancepb.Transaction_ReserveFragments_:
 		a.reserve = op.ReserveFragments.GetNumFragments()
 		return nil
