@@ -38,6 +38,25 @@ func Replay(ctx context.Context, m *table.Manifest, r Record, older table.Versio
 	return next, txn, nil
 }
 
+// Versions serves the manifests of ds from the log, each rebuilt with
+// Load, for a Restore being replayed. A version the log does not hold
+// is an error wrapping table.ErrVersionNotFound.
+func (l *Log) Versions(ds string) table.Versions { return logVersions{l: l, ds: ds} }
+
+type logVersions struct {
+	l  *Log
+	ds string
+}
+
+// Manifest implements table.Versions.
+func (v logVersions) Manifest(ctx context.Context, version uint64) (*table.Manifest, error) {
+	m, _, err := v.l.Load(ctx, v.ds, version, v)
+	if errors.Is(err, ErrNoVersion) || errors.Is(err, ErrNoDataset) {
+		return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
+	}
+	return m, err
+}
+
 // Load rebuilds the manifest of ds at version (0: the latest) from the
 // newest trusted checkpoint at or before it and the committed records
 // after that. It returns the manifest and the sequence of its record.
