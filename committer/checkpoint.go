@@ -134,7 +134,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if st.headVersion() == top {
 		return nil
 	}
-	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, st.advance)
+	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error { return st.advance(ctx, r) })
 	if err != nil {
 		return untrusted(err)
 	}
@@ -209,7 +209,7 @@ func (c *Committer) maxReplay() uint64 {
 // maxCachedTxnBytes bounds logHistory's transaction cache per dataset.
 const maxCachedTxnBytes = 256 << 10
 
-func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
+func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st
 	seq, ok := st.versionSeq.at(v)
 	if !ok {
@@ -219,7 +219,7 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 		return txn, nil
 	}
 	h.c.metrics.historyReads.WithLabelValues(st.ds).Inc()
-	r, err := h.c.record(context.Background(), seq)
+	r, err := h.c.record(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
 	}
@@ -239,7 +239,7 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 	return txn, nil
 }
 
-func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
+func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	st := h.st
 	if h.cached != nil && h.cached.Version() == v {
 		return h.cached, nil
@@ -247,7 +247,7 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 	if v == 0 || v > st.versionSeq.top() {
 		return nil, fmt.Errorf("manifest %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
 	}
-	m := h.base(v)
+	m := h.base(ctx, v)
 	var from uint64 = 1
 	if m != nil {
 		from = m.Version() + 1
@@ -258,11 +258,11 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 	}
 	h.c.metrics.historyLoads.WithLabelValues(st.ds).Inc()
 	for u := from; u <= v; u++ {
-		txn, err := h.Committed(u)
+		txn, err := h.Committed(ctx, u)
 		if err != nil {
 			return nil, err
 		}
-		next, err := applyTxn(m, txn, h)
+		next, err := applyTxn(ctx, m, txn, h)
 		if err != nil {
 			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.ds, u, err)
 		}
@@ -275,7 +275,7 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 // base returns the manifest to replay version v from: the cached one or
 // the newest checkpoint at or before v, whichever is closer; nil to
 // replay from the start.
-func (h *logHistory) base(v uint64) *table.Manifest {
+func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
 	var m *table.Manifest
 	if h.cached != nil && h.cached.Version() < v {
 		m = h.cached
@@ -284,9 +284,9 @@ func (h *logHistory) base(v uint64) *table.Manifest {
 	if !ok || m != nil && m.Version() >= cv {
 		return m
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cp, err := h.c.dl.ReadCheckpoint(ctx, h.st.ds, cv)
+	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.ds, cv)
 	if err != nil {
 		return m
 	}

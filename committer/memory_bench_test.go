@@ -54,7 +54,7 @@ func residentState(b *testing.B, ds string, lim limits, versions int) *state {
 	decide := func(txn *lancepb.Transaction) {
 		seq++
 		m := st.mark()
-		v := st.decide(staged{seq: seq, data: mustMarshal(b, txn)})
+		v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
 		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 	}
 	decide(createTxn(newUUID()))

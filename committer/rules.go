@@ -5,6 +5,7 @@ package committer
 // results as rejection reasons, violations and manifests.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,7 +22,7 @@ import (
 type history interface {
 	table.Versions
 	// Committed returns the transaction committed at version.
-	Committed(version uint64) (*lancepb.Transaction, error)
+	Committed(ctx context.Context, version uint64) (*lancepb.Transaction, error)
 }
 
 // errBrokenState reports committed state the rules cannot read (a
@@ -64,7 +65,7 @@ type ruleOptions struct {
 // cells changed, not on how far rv is behind: no intermediate version is
 // rebuilt. Any failure is a *rejection; a violation names the version and
 // transaction that changed the cells, or says how far the search went.
-func checkPreconditions(ix *table.ChangeIndex, rv uint64, pre []evaluator.Precondition, pin func() (*table.Manifest, error), opts ruleOptions) error {
+func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, pre []evaluator.Precondition, pin func() (*table.Manifest, error), opts ruleOptions) error {
 	if len(pre) == 0 {
 		return nil
 	}
@@ -72,7 +73,7 @@ func checkPreconditions(ix *table.ChangeIndex, rv uint64, pre []evaluator.Precon
 		Options: evaluator.Options{Policy: opts.policy, Deletions: opts.deletions},
 		Pin:     pin,
 	}
-	v, err := evaluator.EvaluateIndexed(ix, rv, pre, io)
+	v, err := evaluator.EvaluateIndexed(ctx, ix, rv, pre, io)
 	var inv *evaluator.InvalidError
 	switch {
 	case errors.As(err, &inv):
@@ -111,16 +112,16 @@ func checkPreconditions(ix *table.ChangeIndex, rv uint64, pre []evaluator.Precon
 // version and rebases it onto head. It returns the transaction as it will
 // be committed and the deletion files to write first. Conflicts are
 // *rejection values.
-func land(pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
+func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
 	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions}
 	for v := txn.GetReadVersion() + 1; v <= head.Version(); v++ {
-		other, err := opts.hist.Committed(v)
+		other, err := opts.hist.Committed(ctx, v)
 		if err != nil {
 			return nil, nil, err
 		}
 		in.Committed = append(in.Committed, table.Committed{Version: v, Txn: other})
 	}
-	res, err := table.Rebase(in)
+	res, err := table.Rebase(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,8 +140,8 @@ func land(pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptio
 // applyTxn applies a committed transaction to head (nil for creation) and
 // returns the next manifest. It is used both when deciding and when
 // replaying the log, so the two cannot diverge.
-func applyTxn(head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
-	return table.Apply(head, txn, older)
+func applyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
+	return table.Apply(ctx, head, txn, older)
 }
 
 // errorReason maps an error from the table model to a rejection reason:

@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -25,14 +26,14 @@ func newCountingHistory() *countingHistory {
 	return &countingHistory{memHistory: memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}}
 }
 
-func (h *countingHistory) Manifest(v uint64) (*table.Manifest, error) {
+func (h *countingHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	h.manifests++
-	return h.memHistory.Manifest(v)
+	return h.memHistory.Manifest(ctx, v)
 }
 
-func (h *countingHistory) Committed(v uint64) (*lancepb.Transaction, error) {
+func (h *countingHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	h.committed++
-	return h.memHistory.Committed(v)
+	return h.memHistory.Committed(ctx, v)
 }
 
 func (h *countingHistory) reset() { h.manifests, h.committed = 0, 0 }
@@ -80,7 +81,7 @@ func decideOne(t *testing.T, st *state, txn *lancepb.Transaction) *cellguardpb.D
 	t.Helper()
 	seq := st.lastTxnSeq + 1
 	m := st.mark()
-	v := st.decide(staged{seq: seq, data: mustMarshal(t, txn)})
+	v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
 	if v.skip || v.broken != nil {
 		t.Fatalf("decide: skip=%v broken=%v", v.skip, v.broken)
 	}
@@ -133,7 +134,7 @@ func TestStaleReadAfterRestart(t *testing.T) {
 	st.setBase(h.ms[checkpoint])
 	for _, r := range l.recs[checkpoint:] {
 		rec := declog.Record{Seq: r.Version, Dataset: "stale", Outcome: r.Outcome, TxnID: r.TxnUuid, TxnSeq: r.TxnSeq, Version: r.Version, Decision: r}
-		if err := st.advance(rec); err != nil {
+		if err := st.advance(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}

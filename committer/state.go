@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -135,7 +136,7 @@ func (s *state) headVersion() uint64 {
 }
 
 // Manifest implements history (and table.Versions).
-func (s *state) Manifest(v uint64) (*table.Manifest, error) {
+func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	if s.head != nil && v == s.head.Version() {
 		return s.head, nil
 	}
@@ -145,23 +146,23 @@ func (s *state) Manifest(v uint64) (*table.Manifest, error) {
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("manifest %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
 	}
-	return s.older.Manifest(v)
+	return s.older.Manifest(ctx, v)
 }
 
 // Committed implements history.
-func (s *state) Committed(v uint64) (*lancepb.Transaction, error) {
+func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := s.txns[v]; ok {
 		return t, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
 	}
-	return s.older.Committed(v)
+	return s.older.Committed(ctx, v)
 }
 
 // decide decides one staged message against the current (provisional)
 // state and, unless it is a skip, records the result in the state.
-func (s *state) decide(in staged) verdict {
+func (s *state) decide(ctx context.Context, in staged) verdict {
 	s.deciding = true
 	defer func() { s.deciding = false }()
 	id, txn, op, decodeErr := s.identify(in)
@@ -172,7 +173,7 @@ func (s *state) decide(in staged) verdict {
 	if txn != nil {
 		rec.ReadVersion = txn.GetReadVersion()
 	}
-	v, rej := s.judge(in, txn, op, decodeErr, rec)
+	v, rej := s.judge(ctx, in, txn, op, decodeErr, rec)
 	if v.broken != nil {
 		return v
 	}
@@ -226,7 +227,7 @@ func fallbackID(in staged) string {
 
 // judge runs the protocol's checks in order. It returns the committed
 // verdict or the first rejection.
-func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
 	switch {
 	case !s.validName:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))
@@ -237,7 +238,7 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
-		return s.create(txn, rec)
+		return s.create(ctx, txn, rec)
 	}
 	head := s.head
 	switch {
@@ -258,12 +259,12 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	}
 	s.syncIndex()
 	p := pinner{s: s, rv: rv}
-	if err := s.checkReadSchema(txn, pre, &p); err != nil {
+	if err := s.checkReadSchema(ctx, txn, pre, &p); err != nil {
 		return verdict{}, asRejection(err)
 	}
 	opts := s.lim.rules
 	opts.hist = s
-	if err := checkPreconditions(s.ix, rv, pre, p.pin, opts); err != nil {
+	if err := checkPreconditions(ctx, s.ix, rv, pre, func() (*table.Manifest, error) { return p.pin(ctx) }, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil
 		}
@@ -272,15 +273,15 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	if err := s.checkRebaseLag(rv); err != nil {
 		return verdict{}, err
 	}
-	pinned, err := p.pin()
+	pinned, err := p.pin(ctx)
 	if err != nil {
 		return verdict{}, pinRejection(rv, err)
 	}
-	rebased, dels, err := land(pinned, head, txn, opts)
+	rebased, dels, err := land(ctx, pinned, head, txn, opts)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	next, err := applyTxn(head, rebased, s)
+	next, err := applyTxn(ctx, head, rebased, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
@@ -299,9 +300,9 @@ type pinner struct {
 	done   bool
 }
 
-func (p *pinner) pin() (*table.Manifest, error) {
+func (p *pinner) pin(ctx context.Context) (*table.Manifest, error) {
 	if !p.done {
-		p.pinned, p.err = p.s.Manifest(p.rv)
+		p.pinned, p.err = p.s.Manifest(ctx, p.rv)
 		p.done = true
 	}
 	return p.pinned, p.err
@@ -320,7 +321,7 @@ func pinRejection(rv uint64, err error) *rejection {
 // the read version; otherwise from the pinned manifest, loaded only if the
 // transaction can still get anywhere: it has preconditions to evaluate, or
 // its lag is within what the committer rebases.
-func (s *state) checkReadSchema(txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
+func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
 	var schema *table.Schema
 	if w, ok := s.ix.At(p.rv); ok {
 		schema = w.Schema()
@@ -330,7 +331,7 @@ func (s *state) checkReadSchema(txn *lancepb.Transaction, pre []evaluator.Precon
 				return err
 			}
 		}
-		m, err := p.pin()
+		m, err := p.pin(ctx)
 		if err != nil {
 			return pinRejection(p.rv, err)
 		}
@@ -355,14 +356,14 @@ func (s *state) checkRebaseLag(rv uint64) *rejection {
 	return nil
 }
 
-func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if s.head != nil {
 		return verdict{}, reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.ds, s.head.Version())
 	}
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
-	next, err := applyTxn(nil, txn, s)
+	next, err := applyTxn(ctx, nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
@@ -532,9 +533,9 @@ func manifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }
 // replay folds one record of the decision log into the state, as when
 // catching up after a fence. Committed records are applied with the same
 // function deciding uses; the result must carry the recorded version.
-func (s *state) replay(r declog.Record) error {
+func (s *state) replay(ctx context.Context, r declog.Record) error {
 	if r.Committed() {
-		if err := s.advance(r); err != nil {
+		if err := s.advance(ctx, r); err != nil {
 			return err
 		}
 		s.versionSeq.push(r.Seq)
@@ -590,11 +591,11 @@ func (s *state) checkStagedSeq(lastStaged uint64) error {
 }
 
 // advance applies a committed record to the head manifest.
-func (s *state) advance(r declog.Record) error {
+func (s *state) advance(ctx context.Context, r declog.Record) error {
 	if want := s.headVersion() + 1; r.Version != want {
 		return fmt.Errorf("%w: %s: log record %d has version %d, want %d", errReplay, s.ds, r.Seq, r.Version, want)
 	}
-	next, txn, err := declog.Replay(s.head, r, s)
+	next, txn, err := declog.Replay(ctx, s.head, r, s)
 	if err != nil {
 		if contentError(err) {
 			return fmt.Errorf("%w: %s: %w", errReplay, s.ds, err)

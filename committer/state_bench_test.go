@@ -18,7 +18,7 @@ func BenchmarkDecide(b *testing.B) {
 			seq := uint64(0)
 			decide := func(txn *lancepb.Transaction) verdict {
 				seq++
-				v := st.decide(staged{seq: seq, data: mustMarshal(b, txn)})
+				v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
 				m := st.mark()
 				st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 				return v
@@ -66,7 +66,7 @@ func BenchmarkStalePreconditionFailed(b *testing.B) {
 			decide := func(txn *lancepb.Transaction) verdict {
 				seq++
 				m := st.mark()
-				v := st.decide(staged{seq: seq, data: mustMarshal(b, txn)})
+				v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
 				st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 				return v
 			}
@@ -85,7 +85,7 @@ func BenchmarkStalePreconditionFailed(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				seq++
-				v := st.decide(staged{seq: seq, data: bodies[i]})
+				v := st.decide(b.Context(), staged{seq: seq, data: bodies[i]})
 				if v.rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED || v.rec.Violations[0].CulpritVersion != 3 {
 					b.Fatal(v.rec)
 				}
