@@ -170,3 +170,32 @@ func TestRetentionWaitsForCheckpoint(t *testing.T) {
 		t.Errorf("rebuilt head %d, want 50", st.headVersion())
 	}
 }
+
+func TestRetentionConfig(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"retention without checkpoints":    {CheckpointEvery: -1, DecisionsPerSubject: 1000},
+		"retention within the read lag":    {MaxReadLag: 500, DecisionsPerSubject: 500},
+		"retention under two checkpoints":  {CheckpointEvery: 1000, MaxReadLag: 100, DecisionsPerSubject: 1500},
+		"change index too small to be any": {IndexBytes: 100},
+	} {
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	d := Config{}.withDefaults()
+	if d.DecisionsPerSubject != 200000 || d.MaxRebaseLag != 1000 || d.KeepCheckpoints != 10 {
+		t.Errorf("defaults: retention %d, rebase lag %d, checkpoints kept %d", d.DecisionsPerSubject, d.MaxRebaseLag, d.KeepCheckpoints)
+	}
+	if d := (Config{CheckpointEvery: -1}).withDefaults(); d.DecisionsPerSubject >= 0 {
+		t.Errorf("without checkpoints the log keeps everything; retention %d", d.DecisionsPerSubject)
+	}
+	_, dec := StreamConfigs(Config{})
+	if !dec.DenyDelete || !dec.DenyPurge || dec.MaxMsgsPerSubject != 200000 {
+		t.Errorf("decision log config: deny delete %v, deny purge %v, per subject %d", dec.DenyDelete, dec.DenyPurge, dec.MaxMsgsPerSubject)
+	}
+	small := dec
+	small.MaxMsgsPerSubject = 10
+	if err := verifyStream(small, dec); !errors.Is(err, ErrStreamMismatch) {
+		t.Errorf("decision log keeping fewer records than configured: %v, want ErrStreamMismatch", err)
+	}
+}
