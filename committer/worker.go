@@ -280,10 +280,13 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if errors.Is(err, errUntrustedLog) {
 			return err
 		}
-		if errors.Is(err, ErrFenced) {
+		switch {
+		case errors.Is(err, errCheckpointBehind):
+			c.log.Warn("batch held back until a checkpoint is written", "dataset", w.ds, "attempt", attempt, "err", err)
+		case errors.Is(err, ErrFenced):
 			c.metrics.fencing.WithLabelValues(w.ds).Inc()
 			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
-		} else {
+		default:
 			c.metrics.appendErr.WithLabelValues(w.ds).Inc()
 			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
 		}
