@@ -177,21 +177,28 @@ func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
 	}
 	meta, data := pd.bufs[0], pd.bufs[1]
 	c := newColumn(pd.t)
-	pos := 0
-	for i := 0; i+1 < len(meta); i += 2 {
+	pd.partial = true
+	pos, row := 0, 0
+	for i := 0; i+1 < len(meta) && row < pd.hi; i += 2 {
 		m := binary.LittleEndian.Uint16(meta[i:])
 		size := (int(m>>4) + 1) * 8
-		cnt := pd.n - c.n
+		cnt := pd.n - row
 		if i+2 < len(meta) {
 			cnt = 1 << (m & 0xf)
 		}
-		if cnt > pd.n-c.n || cnt <= 0 || size > len(data)-pos {
+		if cnt > pd.n-row || cnt <= 0 || size > len(data)-pos {
 			return nil, malformed(pd.op, "mini-block chunk %d (%d values, %d bytes) overruns the page", i/2, cnt, size)
 		}
-		if err := pd.chunk(c, data[pos:pos+size], cnt, hasDef, ow); err != nil {
-			return nil, err
+		if row+cnt > pd.lo {
+			if c.n == 0 {
+				pd.base = row
+			}
+			if err := pd.chunk(c, data[pos:pos+size], cnt, hasDef, ow); err != nil {
+				return nil, err
+			}
 		}
 		pos += size
+		row += cnt
 	}
 	return c, nil
 }
