@@ -71,6 +71,10 @@ type column struct {
 	bits  bitBuf  // kindBool values
 	offs  []int64 // kindVar: n+1 offsets into data, offs[0] == 0
 	data  []byte  // kindVar bytes
+	// items is the validity of a fixed-size list's items (n·dim bits),
+	// nil while every item is valid. Only the reader sets it: Lance files
+	// may hold null items, the writer refuses them.
+	items *bitBuf
 	// allNull marks a decoded page of n nulls that holds no buffers; its
 	// rows are materialized only when copied out, so a tiny file cannot
 	// make a reader allocate for billions of null rows.
@@ -113,6 +117,9 @@ func (c *column) appendNulls(k int) {
 	switch c.t.kind {
 	case kindFixed:
 		c.fixed = append(c.fixed, make([]byte, k*c.t.width)...)
+		if c.items != nil {
+			c.items.appendConst(true, k*c.t.dim)
+		}
 	case kindBool:
 		c.bits.appendConst(false, k)
 	case kindVar:
@@ -137,6 +144,7 @@ func (c *column) appendColumn(src *column, from, to int) {
 	case kindFixed:
 		w := c.t.width
 		c.fixed = append(c.fixed, src.fixed[from*w:to*w]...)
+		c.appendItems(src, from, k)
 	case kindBool:
 		c.bits.appendBits(src.bits.b, from, k)
 	case kindVar:
@@ -146,6 +154,24 @@ func (c *column) appendColumn(src *column, from, to int) {
 		}
 		c.data = append(c.data, src.data[start:src.offs[to]]...)
 	}
+}
+
+// appendItems appends the item validity of rows [from, from+k) of src,
+// starting c's item bitmap when src is the first to have null items.
+func (c *column) appendItems(src *column, from, k int) {
+	if src.items == nil && c.items == nil {
+		return
+	}
+	d := c.t.dim
+	if c.items == nil {
+		c.items = &bitBuf{}
+		c.items.appendConst(true, (c.n-k)*d)
+	}
+	if src.items == nil {
+		c.items.appendConst(true, k*d)
+		return
+	}
+	c.items.appendBits(src.items.b, from*d, k*d)
 }
 
 // appendArrow appends rows [from, to) of an Arrow array of the column's
@@ -263,7 +289,14 @@ func (c *column) toArrow() (arrow.Array, error) {
 			break
 		}
 		elem := c.t.dt.(*arrow.FixedSizeListType).Elem()
-		child := array.NewData(elem, c.n*c.t.dim, []*memory.Buffer{nil, vals}, nil, 0, 0)
+		var items *memory.Buffer
+		itemNulls := 0
+		if c.items != nil {
+			c.items.clearTail()
+			items = memory.NewBufferBytes(c.items.b)
+			itemNulls = c.n*c.t.dim - bitutil.CountSetBits(c.items.b, 0, c.n*c.t.dim)
+		}
+		child := array.NewData(elem, c.n*c.t.dim, []*memory.Buffer{items, vals}, nil, itemNulls, 0)
 		defer child.Release()
 		d = array.NewData(c.t.dt, c.n, []*memory.Buffer{valid}, []arrow.ArrayData{child}, c.nulls, 0)
 	case kindBool:

@@ -74,7 +74,24 @@ func TestReadLanceDBFixtures(t *testing.T) {
 		if err := json.Unmarshal(b, &rows); err != nil {
 			t.Fatal(err)
 		}
-		checkLanceDBFile(t, v, file, rows)
+		decoded := checkLanceDBFile(t, v, file, rows)
+		if v == "2.1" {
+			requireAllDecoded(t, file, decoded)
+		}
+	}
+}
+
+// requireAllDecoded fails unless every column of the file was decoded:
+// the reader decodes all of LanceDB's default 2.1 encodings, and a
+// regression must not hide behind UnsupportedEncodingError.
+func requireAllDecoded(t *testing.T, file []byte, decoded []string) {
+	t.Helper()
+	r, err := lancefile.Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded) != r.Schema().NumFields() {
+		t.Errorf("decoded %d of %d columns: %v", len(decoded), r.Schema().NumFields(), decoded)
 	}
 }
 
