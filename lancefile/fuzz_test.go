@@ -3,6 +3,8 @@ package lancefile_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -41,6 +43,34 @@ func fuzzSeedsT(f testing.TB) [][]byte {
 			}
 			file, _ := writeFile(f, schema, recs, lancefile.WriterOptions{Version: v, PageBytes: 16})
 			seeds = append(seeds, file)
+		}
+	}
+	return append(seeds, lanceDBSeeds(f)...)
+}
+
+// lanceDBSeeds are single columns cut out of the LanceDB-written fixtures,
+// in the compressed encodings LanceDB chose (bit-packing, bit-packed
+// definition levels, dictionary, run-length, FSST, nullable list items),
+// the ones under 4 KiB so that they stay cheap to minimize.
+func lanceDBSeeds(f testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, name := range []string{filepath.Join("2.1", "data.lance"), filepath.Join("shapes", "data.lance")} {
+		file, err := os.ReadFile(filepath.Join("testdata", "lancedb", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		r, err := lancefile.Open(bytes.NewReader(file), int64(len(file)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for c := range r.Schema().NumFields() {
+			seed, err := lancefile.ExtractColumn(file, c)
+			if err != nil {
+				f.Fatal(err)
+			}
+			if len(seed) <= 4<<10 {
+				seeds = append(seeds, seed)
+			}
 		}
 	}
 	return seeds
