@@ -71,6 +71,13 @@ type column struct {
 	bits  bitBuf  // kindBool values
 	offs  []int64 // kindVar: n+1 offsets into data, offs[0] == 0
 	data  []byte  // kindVar bytes
+	// segs holds, for a writer's fixed-width page without nulls, the
+	// values as slices of the Arrow arrays written (retained in keep,
+	// segBytes in all), so that they are copied once, into the file.
+	// While segs is in use fixed is empty; a null materializes them.
+	segs     [][]byte
+	keep     []arrow.Array
+	segBytes int
 	// items is the validity of a fixed-size list's items (n·dim bits),
 	// nil while every item is valid. Only the reader sets it: Lance files
 	// may hold null items, the writer refuses them.
@@ -95,6 +102,7 @@ func newColumn(t colType) *column {
 }
 
 func (c *column) reset() {
+	c.releaseSegs()
 	c.n, c.nulls = 0, 0
 	c.valid.reset()
 	c.fixed, c.data = c.fixed[:0], c.data[:0]
@@ -106,11 +114,45 @@ func (c *column) reset() {
 
 // size is the number of value bytes the column holds.
 func (c *column) size() int {
-	return len(c.fixed) + len(c.data) + len(c.bits.b) + 8*len(c.offs) + len(c.valid.b)
+	return c.segBytes + len(c.fixed) + len(c.data) + len(c.bits.b) + 8*len(c.offs) + len(c.valid.b)
+}
+
+// releaseSegs drops the references to written Arrow arrays.
+func (c *column) releaseSegs() {
+	for _, a := range c.keep {
+		a.Release()
+	}
+	clear(c.keep)
+	clear(c.segs)
+	c.keep, c.segs, c.segBytes = c.keep[:0], c.segs[:0], 0
+}
+
+// materialize copies the segments into fixed, before a null is added.
+func (c *column) materialize() {
+	if len(c.segs) == 0 {
+		return
+	}
+	if cap(c.fixed) < c.segBytes {
+		c.fixed = make([]byte, 0, c.segBytes)
+	}
+	for _, s := range c.segs {
+		c.fixed = append(c.fixed, s...)
+	}
+	c.releaseSegs()
+}
+
+// fixedParts returns the fixed-width values of the page, in order, as
+// one or more slices.
+func (c *column) fixedParts() [][]byte {
+	if len(c.segs) > 0 {
+		return c.segs
+	}
+	return [][]byte{c.fixed}
 }
 
 // appendNulls appends k null rows.
 func (c *column) appendNulls(k int) {
+	c.materialize()
 	c.valid.appendConst(false, k)
 	c.n += k
 	c.nulls += k
@@ -223,6 +265,14 @@ func (c *column) appendFixed(a arrow.Array, off, k, start, nulls int) error {
 		}
 		src, lo = vd.Buffers()[1].Bytes(), first*c.t.item
 	}
+	if nulls == 0 && c.nulls == 0 && len(c.fixed) == 0 {
+		a.Retain()
+		c.keep = append(c.keep, a)
+		c.segs = append(c.segs, src[lo:lo+k*w])
+		c.segBytes += k * w
+		return nil
+	}
+	c.materialize()
 	begin := len(c.fixed)
 	c.fixed = append(c.fixed, src[lo:lo+k*w]...)
 	if nulls > 0 {

@@ -70,8 +70,21 @@ func offsetBytes(t colType) int {
 	return 4
 }
 
+// gather is one page buffer as the slices it is made of, written in
+// order; the values of a fixed-width page go to the file straight from
+// the Arrow arrays they came in.
+type gather [][]byte
+
+func (g gather) len() int {
+	n := 0
+	for _, b := range g {
+		n += len(b)
+	}
+	return n
+}
+
 // encodePage21 returns the buffers and layout of one 2.1 page.
-func encodePage21(c *column) ([][]byte, *pb21.PageLayout) {
+func encodePage21(c *column) ([]gather, *pb21.PageLayout) {
 	if c.nulls == c.n {
 		return nil, &pb21.PageLayout{Layout: &pb21.PageLayout_AllNullLayout{AllNullLayout: &pb21.AllNullLayout{Layers: layerNullable}}}
 	}
@@ -98,8 +111,72 @@ func (c *column) maxValueBytes() int {
 	return int(min(m, math.MaxInt32))
 }
 
-func encodeMiniBlock(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeMiniBlock(c *column) ([]gather, *pb21.PageLayout) {
 	hasDef := c.nulls > 0
+	var meta []byte
+	var data gather
+	if c.t.kind == kindFixed && !hasDef {
+		meta, data = c.miniFixed()
+	} else {
+		meta, data = c.miniChunks(hasDef)
+	}
+	l := &pb21.MiniBlockLayout{
+		ValueCompression: valueEncoding21(c.t),
+		Layers:           layers21(c),
+		NumBuffers:       1,
+		NumItems:         uint64(c.n),
+	}
+	if hasDef {
+		l.DefCompression = flat21(16)
+	}
+	return []gather{{meta}, data}, &pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: l}}
+}
+
+// miniFixed lays out the chunks of a fixed-width page without nulls
+// without copying its values: each chunk is an 8-byte header (no levels,
+// the value bytes, padding), the values as they came, then zeros to a
+// multiple of 8.
+func (c *column) miniFixed() ([]byte, gather) {
+	w := c.t.width
+	parts := append([][]byte(nil), c.fixedParts()...) // consumed below
+	nchunks := 0
+	for i := 0; i < c.n; nchunks++ {
+		i += c.miniCount(i, false)
+	}
+	meta := make([]byte, 0, 2*nchunks)
+	hdrs := make([]byte, 8*nchunks)
+	data := make(gather, 0, 3*nchunks+len(parts))
+	for i, k := 0, 0; i < c.n; k++ {
+		cnt := c.miniCount(i, false)
+		vbytes := cnt * w
+		hdr := hdrs[8*k : 8*k+8]
+		binary.LittleEndian.PutUint16(hdr[2:], uint16(vbytes))
+		data = append(data, hdr)
+		for need := vbytes; need > 0; {
+			take := min(need, len(parts[0]))
+			data = append(data, parts[0][:take])
+			parts[0] = parts[0][take:]
+			if len(parts[0]) == 0 {
+				parts = parts[1:]
+			}
+			need -= take
+		}
+		if p := pad(vbytes, 8) - vbytes; p > 0 {
+			data = append(data, zeros[:p])
+		}
+		log := 0
+		if i+cnt < c.n {
+			log = bits.TrailingZeros(uint(cnt))
+		}
+		meta = binary.LittleEndian.AppendUint16(meta, uint16((8+pad(vbytes, 8))/8-1)<<4|uint16(log))
+		i += cnt
+	}
+	return meta, data
+}
+
+// miniChunks lays out the chunks of any other page, copying into one
+// buffer.
+func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
 	var meta, data []byte
 	for i := 0; i < c.n; {
 		cnt := c.miniCount(i, hasDef)
@@ -112,16 +189,7 @@ func encodeMiniBlock(c *column) ([][]byte, *pb21.PageLayout) {
 		meta = binary.LittleEndian.AppendUint16(meta, uint16((len(data)-start)/8-1)<<4|uint16(log))
 		i += cnt
 	}
-	l := &pb21.MiniBlockLayout{
-		ValueCompression: valueEncoding21(c.t),
-		Layers:           layers21(c),
-		NumBuffers:       1,
-		NumItems:         uint64(c.n),
-	}
-	if hasDef {
-		l.DefCompression = flat21(16)
-	}
-	return [][]byte{meta, data}, &pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: l}}
+	return meta, gather{data}
 }
 
 func pad(n, to int) int { return (n + to - 1) / to * to }
@@ -236,10 +304,10 @@ func fullZip(c *column, l *pb21.FullZipLayout) *pb21.PageLayout {
 	return &pb21.PageLayout{Layout: &pb21.PageLayout_FullZipLayout{FullZipLayout: l}}
 }
 
-func encodeFullZipFixed(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeFullZipFixed(c *column) ([]gather, *pb21.PageLayout) {
 	l := fullZip(c, &pb21.FullZipLayout{Details: &pb21.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * c.t.width)}})
 	if c.nulls == 0 {
-		return [][]byte{c.fixed}, l
+		return []gather{c.fixedParts()}, l
 	}
 	w := c.t.width
 	z := make([]byte, 0, c.n*(w+1))
@@ -251,10 +319,10 @@ func encodeFullZipFixed(c *column) ([][]byte, *pb21.PageLayout) {
 		}
 		z = append(z, c.fixed[r*w:(r+1)*w]...)
 	}
-	return [][]byte{z}, l
+	return []gather{{z}}, l
 }
 
-func encodeFullZipVar(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeFullZipVar(c *column) ([]gather, *pb21.PageLayout) {
 	w := offsetBytes(c.t)
 	l := fullZip(c, &pb21.FullZipLayout{Details: &pb21.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(8 * w)}})
 	hasDef := c.nulls > 0
@@ -278,7 +346,7 @@ func encodeFullZipVar(c *column) ([][]byte, *pb21.PageLayout) {
 		z = append(z, v...)
 	}
 	starts = append(starts, uint64(len(z)))
-	return [][]byte{z, packIndex(starts)}, l
+	return []gather{{z}, {packIndex(starts)}}, l
 }
 
 // packIndex stores positions as u32 when they fit, else u64.

@@ -21,7 +21,7 @@ func ExtractColumn(file []byte, col int) ([]byte, error) {
 	cm := proto.Clone(r.cols[col]).(*lancefilepb.ColumnMetadata)
 	for _, pg := range cm.GetPages() {
 		for i, off := range pg.GetBufferOffsets() {
-			pos, err := w.writeBuffer(file[off : off+pg.GetBufferSizes()[i]])
+			pos, err := w.writeBuffer(gather{file[off : off+pg.GetBufferSizes()[i]]})
 			if err != nil {
 				return nil, err
 			}

@@ -194,7 +194,10 @@ func direct(typeName string, value []byte) *lancefilepb.Encoding {
 }
 
 // Write appends the rows of a record batch whose schema equals the
-// writer's (same field names, types and order).
+// writer's (same field names, types and order). Fixed-width values
+// without nulls are not copied: the writer retains their arrays until
+// their page is written (the caller may release the batch after Write),
+// so they are copied once, into the file.
 func (w *Writer) Write(rec arrow.Record) error {
 	if w.err != nil {
 		return w.err
@@ -270,7 +273,7 @@ func (w *Writer) flushPage(cw *colWriter) error {
 	if c.n == 0 {
 		return nil
 	}
-	var bufs [][]byte
+	var bufs []gather
 	var enc *lancefilepb.Encoding
 	if w.opts.Version == V2_0 {
 		b, e := encodePage20(c)
@@ -286,7 +289,7 @@ func (w *Writer) flushPage(cw *colWriter) error {
 			return err
 		}
 		page.BufferOffsets = append(page.BufferOffsets, uint64(pos))
-		page.BufferSizes = append(page.BufferSizes, uint64(len(b)))
+		page.BufferSizes = append(page.BufferSizes, uint64(b.len()))
 	}
 	cw.meta.Pages = append(cw.meta.Pages, page)
 	cw.pageStart += uint64(c.n)
@@ -310,10 +313,12 @@ var zeros [alignment]byte
 
 // writeBuffer writes b at the current position (a multiple of 64) and
 // pads after it to the next multiple of 64.
-func (w *Writer) writeBuffer(b []byte) (int64, error) {
+func (w *Writer) writeBuffer(b gather) (int64, error) {
 	pos := w.pos
-	if err := w.write(b); err != nil {
-		return 0, err
+	for _, part := range b {
+		if err := w.write(part); err != nil {
+			return 0, err
+		}
 	}
 	if r := w.pos % alignment; r != 0 {
 		if err := w.write(zeros[:alignment-r]); err != nil {
