@@ -1,6 +1,8 @@
 package lancefile
 
 import (
+	"slices"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
@@ -29,11 +31,7 @@ func (s *bitBuf) appendBits(src []byte, off, k int) {
 		s.clearTail()
 		return
 	}
-	for i := 0; i < k; i++ {
-		if bitutil.BitIsSet(src, off+i) {
-			bitutil.SetBit(s.b, s.n+i)
-		}
-	}
+	bitutil.CopyBitmap(src, off, k, s.b, s.n)
 	s.n += k
 }
 
@@ -78,6 +76,9 @@ type column struct {
 	segs     [][]byte
 	keep     []arrow.Array
 	segBytes int
+	// scratch is the writer's buffer for laying out a page's chunks,
+	// reused from page to page.
+	scratch []byte
 	// items is the validity of a fixed-size list's items (n·dim bits),
 	// nil while every item is valid. Only the reader sets it: Lance files
 	// may hold null items, the writer refuses them.
@@ -304,19 +305,47 @@ func varOffsets(a arrow.Array) (func(i int) int64, []byte) {
 }
 
 func (c *column) appendVar(a arrow.Array, from, to int) {
-	offAt, data := varOffsets(a)
-	lo := offAt(from)
-	if a.NullN() == 0 {
-		base := int64(len(c.data)) - lo
-		for i := from + 1; i <= to; i++ {
-			c.offs = append(c.offs, base+offAt(i))
-		}
-		c.data = append(c.data, data[lo:offAt(to)]...)
-		return
+	d := a.Data()
+	var data []byte
+	if b := d.Buffers()[2]; b != nil {
+		data = b.Bytes()
 	}
+	var valid []byte
+	if a.NullN() > 0 {
+		valid = d.Buffers()[0].Bytes()
+	}
+	ob := d.Buffers()[1].Bytes()
+	if a.DataType().Layout().Buffers[1].ByteWidth == 8 {
+		appendVarOffsets(c, arrow.Int64Traits.CastFromBytes(ob)[d.Offset():], data, valid, d.Offset(), from, to)
+	} else {
+		appendVarOffsets(c, arrow.Int32Traits.CastFromBytes(ob)[d.Offset():], data, valid, d.Offset(), from, to)
+	}
+}
+
+// appendVarOffsets appends rows [from, to) of a string or binary array
+// given its offsets o (from the array's start), its bytes and its
+// validity bitmap (nil: no nulls; bit voff+i is row i). The bytes are
+// copied in one piece unless a null row covers bytes, which a null must
+// not keep.
+func appendVarOffsets[T int32 | int64](c *column, o []T, data, valid []byte, voff, from, to int) {
+	lo := int64(o[from])
+	base := int64(len(c.data)) - lo
+	c.offs = slices.Grow(c.offs, to-from)
 	for i := from; i < to; i++ {
-		if !a.IsNull(i) {
-			c.data = append(c.data, data[offAt(i):offAt(i+1)]...)
+		if valid != nil && o[i+1] != o[i] && !bitutil.BitIsSet(valid, voff+i) {
+			c.offs = c.offs[:len(c.offs)-(i-from)]
+			appendVarSlow(c, o, data, valid, voff, from, to)
+			return
+		}
+		c.offs = append(c.offs, base+int64(o[i+1]))
+	}
+	c.data = append(c.data, data[lo:int64(o[to])]...)
+}
+
+func appendVarSlow[T int32 | int64](c *column, o []T, data, valid []byte, voff, from, to int) {
+	for i := from; i < to; i++ {
+		if bitutil.BitIsSet(valid, voff+i) {
+			c.data = append(c.data, data[o[i]:o[i+1]]...)
 		}
 		c.offs = append(c.offs, int64(len(c.data)))
 	}

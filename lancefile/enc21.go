@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 
 	pb21 "cellguard/proto/lanceenc21pb"
 )
@@ -177,7 +178,9 @@ func (c *column) miniFixed() ([]byte, gather) {
 // miniChunks lays out the chunks of any other page, copying into one
 // buffer.
 func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
-	var meta, data []byte
+	var meta []byte
+	data := c.scratch[:0]
+	defer func() { c.scratch = data[:0] }()
 	for i := 0; i < c.n; {
 		cnt := c.miniCount(i, hasDef)
 		start := len(data)
@@ -279,6 +282,7 @@ func (c *column) appendVarChunk(dst []byte, i, cnt int) []byte {
 	w := offsetBytes(c.t)
 	start := len(dst)
 	first := int64(w * (cnt + 1))
+	dst = slices.Grow(dst, int(first+c.offs[i+cnt]-c.offs[i])+w)
 	for r := i; r <= i+cnt; r++ {
 		o := uint64(first + c.offs[r] - c.offs[i])
 		if w == 8 {

@@ -259,12 +259,19 @@ func (cw *colWriter) fit(a arrow.Array, from, n, limit int) int {
 	case kindBool:
 		return min(n, from+max(1, room*4))
 	}
+	// The largest end whose bytes and offsets fit, found by bisection:
+	// both grow with the end.
 	offAt, _ := varOffsets(a)
-	to := from + 1
-	for to < n && int(offAt(to+1)-offAt(from))+9*(to+1-from) < room {
-		to++
+	lo, hi := from+1, n
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if int(offAt(mid)-offAt(from))+9*(mid-from) < room {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
 	}
-	return to
+	return lo
 }
 
 // flushPage encodes the column's buffered rows as one page and writes it.
