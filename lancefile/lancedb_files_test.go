@@ -74,15 +74,12 @@ func TestReadLanceDBFixtures(t *testing.T) {
 		if err := json.Unmarshal(b, &rows); err != nil {
 			t.Fatal(err)
 		}
-		decoded := checkLanceDBFile(t, v, file, rows)
-		if v == "2.1" {
-			requireAllDecoded(t, file, decoded)
-		}
+		requireAllDecoded(t, file, checkLanceDBFile(t, v, file, rows))
 	}
 }
 
 // requireAllDecoded fails unless every column of the file was decoded:
-// the reader decodes all of LanceDB's default 2.1 encodings, and a
+// the reader decodes all of LanceDB's default encodings, and a
 // regression must not hide behind UnsupportedEncodingError.
 func requireAllDecoded(t *testing.T, file []byte, decoded []string) {
 	t.Helper()
