@@ -2,7 +2,14 @@ package lancefile
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
+	pb21 "cellguard/proto/lanceenc21pb"
 )
 
 // The compressed forms LanceDB writes by default in 2.1 pages, decoded
@@ -210,3 +217,74 @@ func (st *fsstTable) decode(dst, src []byte) ([]byte, bool) {
 
 // log2 of a power of two.
 func log2(n int) int { return bits.TrailingZeros(uint(n)) }
+
+// maxChunkBuffer bounds one decompressed mini-block buffer: a chunk holds
+// at most 4,096 values under 256 bytes each, so Lance never needs more
+// than 1 MiB; a larger declared size is a decompression bomb.
+const maxChunkBuffer = 4 << 20
+
+var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxChunkBuffer))
+})
+
+// decompress undoes Lance's general buffer compression: zstd is a u64
+// uncompressed length then a zstd frame, lz4 a u32 uncompressed length
+// then an LZ4 block.
+func (pd *pageDecoder) decompress(c *pb21.BufferCompression, b []byte) ([]byte, error) {
+	switch c.GetScheme() {
+	case pb21.CompressionScheme_COMPRESSION_ALGORITHM_ZSTD:
+		if len(b) < 8 || binary.LittleEndian.Uint64(b) > maxChunkBuffer {
+			return nil, malformed(pd.op, "zstd buffer of %d bytes without a valid length", len(b))
+		}
+		n := binary.LittleEndian.Uint64(b)
+		d, err := zstdDecoder()
+		if err != nil {
+			return nil, fmt.Errorf("lancefile: zstd decoder: %w", err)
+		}
+		out, err := d.DecodeAll(b[8:], make([]byte, 0, n))
+		if err != nil || uint64(len(out)) != n {
+			return nil, malformed(pd.op, "zstd buffer does not decompress to its %d bytes (%v)", n, err)
+		}
+		return out, nil
+	case pb21.CompressionScheme_COMPRESSION_ALGORITHM_LZ4:
+		if len(b) < 4 || binary.LittleEndian.Uint32(b) > maxChunkBuffer {
+			return nil, malformed(pd.op, "lz4 buffer of %d bytes without a valid length", len(b))
+		}
+		out := make([]byte, binary.LittleEndian.Uint32(b))
+		n, err := lz4.UncompressBlock(b[4:], out)
+		if err != nil || n != len(out) {
+			return nil, malformed(pd.op, "lz4 buffer does not decompress to its %d bytes (%v)", len(out), err)
+		}
+		return out, nil
+	}
+	return nil, pd.unsupported("general(" + schemeName(c.GetScheme()) + ")")
+}
+
+// general decompresses the first value buffer of a chunk, as Lance's
+// general mini-block compression compresses only that one.
+func (pd *pageDecoder) general(g *pb21.General, bufs [][]byte) ([][]byte, error) {
+	if len(bufs) == 0 {
+		return nil, malformed(pd.op, "no value buffer")
+	}
+	first, err := pd.decompress(g.GetCompression(), bufs[0])
+	if err != nil {
+		return nil, err
+	}
+	return append([][]byte{first}, bufs[1:]...), nil
+}
+
+// byteStreamSplit interleaves w byte streams of cnt bytes (stream k holds
+// byte k of every value) back into cnt values of w bytes.
+func (pd *pageDecoder) byteStreamSplit(b []byte, w, cnt int) ([]byte, error) {
+	if len(b) < w*cnt {
+		return nil, malformed(pd.op, "byte-stream-split buffer of %d bytes for %d values of %d bytes", len(b), cnt, w)
+	}
+	out := make([]byte, w*cnt)
+	for k := range w {
+		s := b[k*cnt : (k+1)*cnt]
+		for i, v := range s {
+			out[i*w+k] = v
+		}
+	}
+	return out, nil
+}

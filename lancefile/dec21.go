@@ -96,9 +96,16 @@ type vals struct {
 }
 
 // wordWidth is the uncompressed width in bits an encoding of fixed-width
-// words declares (flat, inline or out-of-line bit-packing), or 0.
+// words declares (flat, bit-packing, or run-length, byte-stream-split or
+// general compression of those), or 0.
 func wordWidth(e *pb21.CompressiveEncoding) uint64 {
 	switch {
+	case e.GetGeneral() != nil:
+		return wordWidth(e.GetGeneral().GetValues())
+	case e.GetByteStreamSplit() != nil:
+		return wordWidth(e.GetByteStreamSplit().GetValues())
+	case e.GetRle() != nil:
+		return wordWidth(e.GetRle().GetValues())
 	case e.GetFlat() != nil:
 		return e.GetFlat().GetBitsPerValue()
 	case e.GetInlineBitpacking() != nil:
@@ -138,6 +145,18 @@ func (pd *pageDecoder) decodeFixed(e *pb21.CompressiveEncoding, bufs [][]byte, c
 			return nil, malformed(pd.op, "inline bit-packing of %d-bit words, want %d", ib.GetUncompressedBitsPerValue(), bits)
 		}
 		return pd.inlineBitpacked(bufs[0], bits, cnt)
+	case e.GetGeneral() != nil:
+		bufs, err := pd.general(e.GetGeneral(), bufs)
+		if err != nil {
+			return nil, err
+		}
+		return pd.decodeFixed(e.GetGeneral().GetValues(), bufs, cnt, bits)
+	case e.GetByteStreamSplit() != nil:
+		f := e.GetByteStreamSplit().GetValues().GetFlat()
+		if f == nil || f.Data != nil || f.GetBitsPerValue() != uint64(bits) || bits%8 != 0 {
+			return nil, pd.unsupported("byte_stream_split(" + name21(e.GetByteStreamSplit().GetValues()) + ")")
+		}
+		return pd.byteStreamSplit(bufs[0], bits/8, cnt)
 	case e.GetRle() != nil:
 		r := e.GetRle()
 		vw, lw := wordWidth(r.GetValues()), wordWidth(r.GetRunLengths())
@@ -158,6 +177,13 @@ func (pd *pageDecoder) decodeFixed(e *pb21.CompressiveEncoding, bufs [][]byte, c
 func (pd *pageDecoder) decodeVar(e *pb21.CompressiveEncoding, bufs [][]byte, cnt int) (offs []int64, data []byte, err error) {
 	if len(bufs) == 0 {
 		return nil, nil, malformed(pd.op, "no value buffer")
+	}
+	if g := e.GetGeneral(); g != nil {
+		bufs, err := pd.general(g, bufs)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pd.decodeVar(g.GetValues(), bufs, cnt)
 	}
 	if f := e.GetFsst(); f != nil {
 		st, err := pd.parseFSST(f.GetSymbolTable())
@@ -474,9 +500,6 @@ func (pd *pageDecoder) dictionary(l *pb21.MiniBlockLayout) (*dictionary, error) 
 // dictValues decodes a chunk's dictionary indices and looks them up.
 func (pd *pageDecoder) dictValues(mp *miniPage, bufs [][]byte, valid bitBuf, cnt int) (vals, error) {
 	bits := wordWidth(mp.val)
-	if mp.val.GetRle() != nil {
-		bits = wordWidth(mp.val.GetRle().GetValues())
-	}
 	if !wordBits(bits) {
 		return vals{}, pd.unsupported("dictionary indices " + name21(mp.val))
 	}

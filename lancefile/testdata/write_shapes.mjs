@@ -63,9 +63,12 @@ function row(r) {
 const rows = [];
 for (let r = 0; r < input.rows; r++) rows.push(row(r));
 const db = await lancedb.connect(input.dir);
-const tbl = await db.createTable("shapes", lancedb.makeArrowTable(rows, { schema }), {
+// makeArrowTable drops field metadata; a table created from the schema
+// keeps it, and the encoder reads it from there.
+const tbl = await db.createEmptyTable("shapes", schema, {
   storageOptions: { new_table_data_storage_version: "2.1" },
 });
+await tbl.add(lancedb.makeArrowTable(rows, { schema }));
 const back = await tbl.query().limit(input.rows + 1).toArray();
 const dataDir = path.join(input.dir, "shapes.lance", "data");
 process.stdout.write(JSON.stringify({
