@@ -1,8 +1,9 @@
 // Package lancefile writes and reads Lance data files (file format 2.0 and
 // 2.1) in pure Go, with Apache Arrow (github.com/apache/arrow-go/v18) as
 // the in-memory form. Real Lance 8.0 (LanceDB 0.31) reads what Writer
-// writes, and Reader reads what Lance writes with plain encodings; the
-// package's judge tests check both directions against LanceDB itself.
+// writes, and Reader reads what Lance writes with its default encodings
+// (compressed ones included); the package's judge tests check both
+// directions against LanceDB itself.
 //
 // # The container
 //
