@@ -252,14 +252,7 @@ func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(vbytes))
 	dst = padTo(dst, 8, 0)
 	if hasDef {
-		for r := i; r < i+cnt; r++ {
-			var lvl uint16
-			if !c.valid.get(r) {
-				lvl = 1
-			}
-			dst = binary.LittleEndian.AppendUint16(dst, lvl)
-		}
-		dst = padTo(dst, 8, 0)
+		dst = c.appendDefLevels(dst, i, cnt)
 	}
 	switch c.t.kind {
 	case kindFixed:
@@ -275,22 +268,41 @@ func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
 	return padTo(dst, 8, 0)
 }
 
+// appendDefLevels appends the u16 definition levels (0 valid, 1 null) of
+// rows [i, i+cnt), padded to 8 bytes.
+func (c *column) appendDefLevels(dst []byte, i, cnt int) []byte {
+	start := len(dst)
+	n := pad(2*cnt, 8)
+	dst = slices.Grow(dst, n)[:start+n]
+	lv := dst[start:]
+	clear(lv)
+	for r := range cnt {
+		if !c.valid.get(i + r) {
+			lv[2*r] = 1
+		}
+	}
+	return dst
+}
+
 // appendVarChunk appends the value buffer of a variable-width chunk:
 // offsets relative to the buffer start, then the bytes, padded to the
 // offset width.
 func (c *column) appendVarChunk(dst []byte, i, cnt int) []byte {
 	w := offsetBytes(c.t)
 	start := len(dst)
-	first := int64(w * (cnt + 1))
-	dst = slices.Grow(dst, int(first+c.offs[i+cnt]-c.offs[i])+w)
-	for r := i; r <= i+cnt; r++ {
-		o := uint64(first + c.offs[r] - c.offs[i])
-		if w == 8 {
-			dst = binary.LittleEndian.AppendUint64(dst, o)
-		} else {
-			dst = binary.LittleEndian.AppendUint32(dst, uint32(o))
+	first := int64(w*(cnt+1)) - c.offs[i]
+	dst = slices.Grow(dst, int(first+c.offs[i+cnt])+w)
+	offs := dst[start : start+w*(cnt+1)]
+	if w == 8 {
+		for k, o := range c.offs[i : i+cnt+1] {
+			binary.LittleEndian.PutUint64(offs[8*k:], uint64(first+o))
+		}
+	} else {
+		for k, o := range c.offs[i : i+cnt+1] {
+			binary.LittleEndian.PutUint32(offs[4*k:], uint32(first+o))
 		}
 	}
+	dst = dst[:start+len(offs)]
 	dst = append(dst, c.data[c.offs[i]:c.offs[i+cnt]]...)
 	for (len(dst)-start)%w != 0 {
 		dst = append(dst, 0)
