@@ -515,6 +515,9 @@ func (pd *pageDecoder) dictValues(mp *miniPage, bufs [][]byte, valid bitBuf, cnt
 			if k >= uint64(len(d.offs)-1) {
 				return vals{}, malformed(pd.op, "dictionary index %d of %d items", k, len(d.offs)-1)
 			}
+			if d.offs[k+1]-d.offs[k] > int64(maxChunkBuffer-len(v.data)) {
+				return vals{}, malformed(pd.op, "dictionary chunk expands past %d bytes", maxChunkBuffer)
+			}
 			v.data = append(v.data, d.data[d.offs[k]:d.offs[k+1]]...)
 		}
 		v.offs = append(v.offs, int64(len(v.data)))
