@@ -162,6 +162,18 @@ func (pd *pageDecoder) fsl20(e *pb20.ArrayEncoding) (vals, items []byte, err err
 	return vals, items, err
 }
 
+// expansionLimit bounds the bytes a dictionary page may decode to: 256
+// times its buffers plus 16 MiB, far above what repeated strings need but
+// finite, so that a few bytes of indices cannot name a large item
+// millions of times.
+func (pd *pageDecoder) expansionLimit() int {
+	n := 0
+	for _, b := range pd.bufs {
+		n += len(b)
+	}
+	return 16<<20 + 256*n
+}
+
 // dictionary20 decodes a dictionary-encoded string page: flat indices
 // into items stored with the binary encoding, index 0 meaning null and
 // index k item k-1.
@@ -189,6 +201,7 @@ func (pd *pageDecoder) dictionary20(d *pb20.Dictionary) (*column, error) {
 	}
 	c := newColumn(pd.t)
 	w := int(bits / 8)
+	limit := pd.expansionLimit()
 	for i := range pd.n {
 		k := loadWord(idx[i*w:], w)
 		switch {
@@ -196,6 +209,8 @@ func (pd *pageDecoder) dictionary20(d *pb20.Dictionary) (*column, error) {
 			c.appendNulls(1)
 		case k > uint64(items.n):
 			return nil, malformed(pd.op, "dictionary index %d of %d items", k, items.n)
+		case items.offs[k]-items.offs[k-1] > int64(limit-len(c.data)):
+			return nil, malformed(pd.op, "dictionary page expands past %d bytes", limit)
 		default:
 			c.appendColumn(items, int(k-1), int(k))
 		}
