@@ -3,6 +3,7 @@ package lancefile_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -167,4 +168,33 @@ func checkTyped(t *testing.T, err error) {
 		return
 	}
 	t.Fatalf("untyped error: %v", err)
+}
+
+// TestRepeatedBuffersRejected: page buffers that add up to more than the
+// file (here the same bytes listed 100 times) are refused by Open, so
+// reading stays linear in the file size. The file is also a committed
+// FuzzOpen input (testdata/fuzz/FuzzOpen/repeated_buffers).
+func TestRepeatedBuffersRejected(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	file, _ := writeFile(t, schema, []arrow.Record{makeRecord(schema, 0, 20, noNulls, false)}, lancefile.WriterOptions{})
+	bad, err := lancefile.RepeatBuffers(file, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lancefile.Open(bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, lancefile.ErrMalformed) {
+		t.Fatalf("Open: %v, want ErrMalformed", err)
+	}
+	ok, err := lancefile.RepeatBuffers(file, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lancefile.Open(bytes.NewReader(ok), int64(len(ok))); err != nil {
+		t.Fatalf("Open of the file rewritten once: %v", err)
+	}
+	if os.Getenv("LANCEFILE_WRITE_SEED") != "" {
+		seed := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", bad)
+		if err := os.WriteFile(filepath.Join("testdata", "fuzz", "FuzzOpen", "repeated_buffers"), []byte(seed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
