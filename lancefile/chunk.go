@@ -304,6 +304,21 @@ func varOffsets(a arrow.Array) (func(i int) int64, []byte) {
 	return func(i int) int64 { return int64(o[i]) }, data
 }
 
+// reserve grows a string or binary column's buffers once for rows
+// [from, to) of a, to at least a page's worth (limit bytes), so that a
+// page fills without repeated growth and copying.
+func (c *column) reserve(a arrow.Array, from, to, limit int) {
+	if c.t.kind != kindVar {
+		return
+	}
+	offAt, _ := varOffsets(a)
+	need := int(offAt(to) - offAt(from))
+	if free := cap(c.data) - len(c.data); free < need {
+		c.data = slices.Grow(c.data, max(need, limit-len(c.data)))
+	}
+	c.offs = slices.Grow(c.offs, to-from)
+}
+
 func (c *column) appendVar(a arrow.Array, from, to int) {
 	d := a.Data()
 	var data []byte

@@ -179,7 +179,9 @@ func (c *column) miniFixed() ([]byte, gather) {
 // buffer.
 func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
 	var meta []byte
-	data := c.scratch[:0]
+	// The chunks take about the page's size: its bytes, 4 or 8 per
+	// offset, 2 per definition level, and a little padding.
+	data := slices.Grow(c.scratch[:0], c.size()+16*(c.n/64+1))
 	defer func() { c.scratch = data[:0] }()
 	for i := 0; i < c.n; {
 		cnt := c.miniCount(i, hasDef)

@@ -236,6 +236,7 @@ func (w *Writer) check(rec arrow.Record) error {
 func (w *Writer) writeColumn(cw *colWriter, a arrow.Array, n int) error {
 	for from := 0; from < n; {
 		to := cw.fit(a, from, n, w.opts.PageBytes)
+		cw.buf.reserve(a, from, to, w.opts.PageBytes)
 		if err := cw.buf.appendArrow(a, from, to); err != nil {
 			return fmt.Errorf("lancefile: field %q: %w", cw.name, err)
 		}
