@@ -3,7 +3,6 @@ package lancefile
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -214,9 +213,6 @@ func (st *fsstTable) decode(dst, src []byte) ([]byte, bool) {
 	}
 	return dst, true
 }
-
-// log2 of a power of two.
-func log2(n int) int { return bits.TrailingZeros(uint(n)) }
 
 // maxChunkBuffer bounds one decompressed mini-block buffer: a chunk holds
 // at most 4,096 values under 256 bytes each, so Lance never needs more

@@ -36,7 +36,7 @@ func (pd *pageDecoder) unsupported(name string) error {
 }
 
 // decode21 decodes a 2.1 page: all-null, mini-block or full-zip, without
-// repetition, with plain (uncompressed) values.
+// repetition, with plain or compressed values (see compress21.go).
 func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	if messageName(a) != "lance.encodings21.PageLayout" {
 		return nil, malformed(pd.op, "2.1 page encoding is a %q", a.GetTypeUrl())
