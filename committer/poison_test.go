@@ -2,6 +2,7 @@ package committer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -215,4 +216,17 @@ func forgedRecord(t *testing.T, txnSeq uint64) (*nats.Msg, string) {
 		t.Fatal(err)
 	}
 	return m, id
+}
+
+// TestFailedWorkerStatus: an ordinary failure is reported as retrying
+// and returned for a restart; it does not park the worker.
+func TestFailedWorkerStatus(t *testing.T) {
+	w := newWorker(nil, "flaky")
+	boom := errors.New("stream info: timeout")
+	if err := w.failed(t.Context(), boom); !errors.Is(err, boom) {
+		t.Fatalf("failed returned %v, want the error back", err)
+	}
+	if s := w.status.Load(); s == nil || s.State != DatasetRetrying || s.Reason != reasonFailed || !strings.Contains(s.Detail, "timeout") {
+		t.Errorf("status %+v, want retrying with the error", s)
+	}
 }

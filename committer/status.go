@@ -32,6 +32,9 @@ const (
 	// was dropped to save memory; it is loaded again when one does. An
 	// idle dataset is healthy (ready).
 	DatasetIdle DatasetState = "idle"
+	// DatasetRetrying: the worker failed (Detail says why: the log or
+	// the server could not be read, …) and starts again after a pause.
+	DatasetRetrying DatasetState = "retrying"
 	// DatasetStopped: the decision log holds a record the committer cannot
 	// trust; nothing is decided or acked for this dataset until an
 	// operator repairs the log and restarts the committer.
@@ -52,8 +55,11 @@ type DatasetStatus struct {
 	Since time.Time
 }
 
-// Stop reasons.
-const reasonUntrustedLog = "untrusted-log"
+// Reasons.
+const (
+	reasonUntrustedLog = "untrusted-log"
+	reasonFailed       = "worker-failed"
+)
 
 // DatasetStatuses returns the status of every dataset with a worker in
 // this committer, by name.
@@ -84,12 +90,16 @@ func (w *worker) setStatus(s DatasetState, reason, detail string) {
 	w.status.Store(&DatasetStatus{Dataset: w.ds, State: s, Reason: reason, Detail: detail, Since: time.Now()})
 }
 
-// stopIfUntrusted parks the worker when err says the decision log cannot
-// be trusted: it stops consuming (nothing is acked), reports the dataset
-// stopped and waits for ctx, so the worker is not restarted in a loop.
-// Any other error is returned for the usual restart.
-func (w *worker) stopIfUntrusted(ctx context.Context, err error) error {
+// failed handles an error that ends the worker's run. When err says the
+// decision log cannot be trusted, it parks the worker: it stops consuming
+// (nothing is acked), reports the dataset stopped and waits for ctx, so
+// the worker is not restarted in a loop. Any other error is reported
+// (retrying) and returned for the usual restart.
+func (w *worker) failed(ctx context.Context, err error) error {
 	if !errors.Is(err, errUntrustedLog) {
+		if err != nil && ctx.Err() == nil {
+			w.setStatus(DatasetRetrying, reasonFailed, err.Error())
+		}
 		return err
 	}
 	w.stopConsume()

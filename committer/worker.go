@@ -54,19 +54,19 @@ func (w *worker) run(ctx context.Context) error {
 	c := w.c
 	w.setStatus(DatasetLoading, "", "")
 	if err := w.load(ctx); err != nil {
-		return w.stopIfUntrusted(ctx, err)
+		return w.failed(ctx, err)
 	}
 	w.cp = newCheckpointer(c, w.ds)
 	defer w.cp.close()
 	if err := w.ensureConsumer(ctx); err != nil {
-		return err
+		return w.failed(ctx, err)
 	}
 	if c.cfg.TakeoverOnStart {
 		w.takeover(ctx)
 	}
 	w.in = make(chan jetstream.Msg, 2*c.cfg.MaxAckPending)
 	if err := w.consume(); err != nil {
-		return err
+		return w.failed(ctx, err)
 	}
 	defer func() { w.stopConsume() }()
 	w.setStatus(DatasetDeciding, "", "")
@@ -87,7 +87,7 @@ func (w *worker) run(ctx context.Context) error {
 			batch = append(batch[:0], m)
 		}
 		if err := w.reloadIfEvicted(ctx); err != nil {
-			return w.stopIfUntrusted(ctx, err)
+			return w.failed(ctx, err)
 		}
 	drain:
 		for len(batch) < c.cfg.BatchSize {
@@ -99,7 +99,7 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		}
 		if err := w.process(ctx, batch); err != nil {
-			return w.stopIfUntrusted(ctx, err)
+			return w.failed(ctx, err)
 		}
 		idle.reset()
 	}
