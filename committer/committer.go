@@ -38,6 +38,7 @@ type Committer struct {
 	metrics *metrics
 	dvRoot  *fsDeletionsRoot
 	policy  evaluator.DeletionPolicy
+	budget  *cacheBudget // nil: no shared cache budget
 
 	ready   atomic.Bool
 	mu      sync.Mutex
@@ -68,6 +69,9 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
+	if cfg.CacheBytes > 0 {
+		c.budget = newCacheBudget(cfg.CacheBytes)
+	}
 	if cfg.DatasetRoot != "" {
 		c.dvRoot = newFSDeletions(cfg.DatasetRoot)
 	}

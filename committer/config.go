@@ -128,6 +128,14 @@ type Config struct {
 	// datasets hold at most 128 MiB of it). A read older than what the
 	// index covers is pinned from the checkpoint before it and the log.
 	IndexBytes int
+	// CacheBytes is one memory budget for the caches of all datasets
+	// together: recent manifests, committed transactions, change indexes
+	// and history read from the log (WindowBytes and IndexBytes still cap
+	// each dataset). Over budget, the least recently active datasets drop
+	// their caches first; a dataset always keeps its head manifest. A read
+	// version that is no longer cached is pinned from a checkpoint and the
+	// log, as any older one. Default 64 MiB; negative: no shared budget.
+	CacheBytes int
 
 	// DatasetRoot, when set, is a directory holding each dataset's Lance
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
@@ -160,6 +168,9 @@ const minRebaseLag = 1000
 
 // DefaultIndexBytes is the default Config.IndexBytes.
 const DefaultIndexBytes = 128 << 10
+
+// DefaultCacheBytes is the default Config.CacheBytes.
+const DefaultCacheBytes = 64 << 20
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("committer: invalid config")
@@ -236,6 +247,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IndexBytes == 0 {
 		c.IndexBytes = DefaultIndexBytes
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.DeletionPolicy == "" {
 		c.DeletionPolicy = "protected-rows"

@@ -50,6 +50,9 @@ type limits struct {
 	// windowBytes bounds the approximate memory of the window's
 	// manifests (0: only window, a count, bounds it).
 	windowBytes int
+	// budget is the committer's memory budget for caches, shared with
+	// every other dataset (nil: none).
+	budget *cacheBudget
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -81,9 +84,10 @@ type state struct {
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
-	deciding   bool   // within decide: older history may refuse costly work
-	evicted    uint64 // versions ≤ evicted are out of the window
-	mevicted   uint64 // manifests ≤ mevicted were dropped to fit windowBytes
+	deciding   bool         // within decide: older history may refuse costly work
+	evicted    uint64       // versions ≤ evicted are out of the window
+	mevicted   uint64       // manifests ≤ mevicted were dropped to fit windowBytes
+	share      *budgetShare // this dataset's part of lim.budget; nil without one
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -92,6 +96,7 @@ func newState(ds string, lim limits, older history) *state {
 		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
+		share:   joinBudget(lim.budget, ds),
 	}
 }
 
@@ -454,6 +459,7 @@ func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	s.journal = s.journal[:0]
 	s.evict()
 	s.evictByCost()
+	s.fitBudget()
 }
 
 // evict drops manifests and transactions that fell out of the window.
