@@ -134,7 +134,7 @@ type Config struct {
 	// each dataset). Over budget, the least recently active datasets drop
 	// their caches first; a dataset always keeps its head manifest. A read
 	// version that is no longer cached is pinned from a checkpoint and the
-	// log, as any older one. Default 64 MiB; negative: no shared budget.
+	// log, as any older one. Default 32 MiB; negative: no shared budget.
 	CacheBytes int
 
 	// DatasetRoot, when set, is a directory holding each dataset's Lance
@@ -170,7 +170,7 @@ const minRebaseLag = 1000
 const DefaultIndexBytes = 128 << 10
 
 // DefaultCacheBytes is the default Config.CacheBytes.
-const DefaultCacheBytes = 64 << 20
+const DefaultCacheBytes = 32 << 20
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("committer: invalid config")

@@ -515,8 +515,8 @@ func (s *state) dropTxn(v uint64) {
 
 // txnCost approximates a decoded transaction's memory from its encoded
 // size: protobuf messages in memory take several times their wire size
-// (about 1 KiB for a one-fragment append, measured).
-func txnCost(n int) int { return 256 + 4*n }
+// (measured: 5.4 times for appends of 16 and 256 one-file fragments).
+func txnCost(n int) int { return 256 + 6*n }
 
 func (s *state) dropManifest(v uint64) {
 	if _, ok := s.recent[v]; !ok {
