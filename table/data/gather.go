@@ -3,6 +3,8 @@ package data
 import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // pick says where one output value comes from: row row of source src, or
@@ -49,6 +51,8 @@ func gather(t arrow.DataType, srcs []arrow.Array, picks []pick) arrow.Array {
 		return gatherT[[]byte, *array.Binary](array.NewBinaryBuilder(alloc, arrow.BinaryTypes.Binary), srcs, picks)
 	case arrow.LARGE_BINARY:
 		return gatherT[[]byte, *array.LargeBinary](array.NewBinaryBuilder(alloc, arrow.BinaryTypes.LargeBinary), srcs, picks)
+	case arrow.FIXED_SIZE_LIST:
+		return gatherFixedSizeList(t.(*arrow.FixedSizeListType), srcs, picks)
 	}
 	panic("data: gather: unsupported type " + t.String()) // callers check types first
 }
@@ -83,4 +87,35 @@ func gatherT[T any, A valuer[T]](b appender[T], srcs []arrow.Array, picks []pick
 		b.Append(a.Value(int(p.row)))
 	}
 	return b.NewArray()
+}
+
+// gatherFixedSizeList is gather for a fixed-size list of fixed-width items
+// (an embedding vector): it copies each picked list's item bytes. Items
+// inside a list are never null (writers refuse them), so only the lists'
+// own validity is carried.
+func gatherFixedSizeList(t *arrow.FixedSizeListType, srcs []arrow.Array, picks []pick) arrow.Array {
+	width := t.Elem().(arrow.FixedWidthDataType).BitWidth() / 8 * int(t.Len())
+	values := make([]byte, len(picks)*width)
+	valid := make([]byte, bitutil.BytesForBits(int64(len(picks))))
+	nulls := 0
+	for i, p := range picks {
+		if p.src == noSource || srcs[p.src].IsNull(int(p.row)) {
+			nulls++
+			continue
+		}
+		bitutil.SetBit(valid, i)
+		src := srcs[p.src].(*array.FixedSizeList)
+		items := src.ListValues().Data()
+		start := (items.Offset() + (src.Data().Offset()+int(p.row))*int(t.Len())) * width / int(t.Len())
+		copy(values[i*width:], items.Buffers()[1].Bytes()[start:start+width])
+	}
+	child := array.NewData(t.Elem(), len(picks)*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(values)}, nil, 0, 0)
+	defer child.Release()
+	var validity *memory.Buffer
+	if nulls > 0 {
+		validity = memory.NewBufferBytes(valid)
+	}
+	d := array.NewData(t, len(picks), []*memory.Buffer{validity}, []arrow.ArrayData{child}, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
 }

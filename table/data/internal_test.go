@@ -62,7 +62,7 @@ func FuzzDecodeIPC(f *testing.F) {
 	bb := array.NewBooleanBuilder(alloc)
 	bb.AppendValues([]bool{true, false, true}, nil)
 	good, err := encodeIPC([]arrow.Field{
-		arrowField(field, arrow.BinaryTypes.String),
+		legacyField(field, arrow.BinaryTypes.String),
 		{Name: "i", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean},
 	}, []arrow.Array{sb.NewArray(), ib.NewArray(), bb.NewArray()}, 3)
