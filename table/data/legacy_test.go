@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"gocloud.dev/blob"
 
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -79,3 +80,6 @@ func (s *Store) WriteLegacyFragment(ctx context.Context, schema *table.Schema, c
 	df := &lancepb.DataFile{Path: name, Fields: ids, ColumnIndices: colIdx, FileMajorVersion: 2, FileMinorVersion: 1, FileSizeBytes: uint64(len(b))}
 	return &lancepb.DataFragment{Files: []*lancepb.DataFile{df}, PhysicalRows: uint64(rows)}, nil
 }
+
+// Bucket returns the Store's bucket, for tests that look at the bytes.
+func (s *Store) Bucket() *blob.Bucket { return s.bucket }
