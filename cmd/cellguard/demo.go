@@ -105,10 +105,15 @@ type demoResult struct {
 	headRows       int64 // live rows at the final head
 	staleAtHead    int64 // rows at the final head with y != f(x)
 	caughtUp       bool
+	format         string // the head's Lance data storage version
+	headFiles      int    // data files at the head
+	foreignFiles   int    // data files at the head that are not Lance files of format
+	headOverlays   int    // data overlays at the head (Lance 8 cannot read them)
 }
 
 func (r demoResult) ok() bool {
-	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0
+	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0 &&
+		r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0
 }
 
 // demo is one run: the embedded server, the committer, the dataset and
@@ -297,8 +302,8 @@ func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error)
 	}, nil
 }
 
-// createTable writes the fragments of x as Arrow files and commits
-// version 1.
+// createTable writes the fragments of x as Lance files (format 2.1, the
+// default of a new table) and commits version 1.
 func (d *demoRun) createTable(ctx context.Context, pc *producer.Client) error {
 	rng := rand.New(rand.NewPCG(d.cfg.seed, 1))
 	var frags []*lancepb.DataFragment
@@ -453,8 +458,8 @@ func shortReason(r string) string {
 func (d *demoRun) printSummary(r demoResult) {
 	s := &d.stats
 	s.mu.Lock()
-	kinds := fmt.Sprintf("%d overlays, %d column replacements, %d column rewrites, %d deletes",
-		s.updateKinds["overlay"], s.updateKinds["replace"], s.updateKinds["rewrite"], s.updateKinds["delete"])
+	kinds := fmt.Sprintf("%d point updates and %d x+1 as column rewrites, %d x+1 as column replacements, %d deletes",
+		s.updateKinds["point"], s.updateKinds["rewrite"], s.updateKinds["replace"], s.updateKinds["delete"])
 	s.mu.Unlock()
 	fmt.Fprintln(d.out)
 	fmt.Fprintln(d.out, "summary")
@@ -477,7 +482,7 @@ func (d *demoRun) printSummary(r demoResult) {
 	}
 	d.mu.Unlock()
 	fmt.Fprintln(d.out)
-	fmt.Fprintln(d.out, "verification, from the Arrow files on disk")
+	fmt.Fprintln(d.out, "verification, from the Lance files on disk")
 	fmt.Fprintf(d.out, "  (a) %d committed transactions published y; %d live rows they wrote, read at the versions they created\n", r.yTxns, r.rowsChecked)
 	fmt.Fprintf(d.out, "      stale values published: %d\n", r.stalePublished)
 	caught := "after the workers caught up"
@@ -485,6 +490,8 @@ func (d *demoRun) printSummary(r demoResult) {
 		caught = "the workers did NOT catch up"
 	}
 	fmt.Fprintf(d.out, "  (b) head version %d, %s: %d live rows, rows with y != f(x): %d\n", r.head, caught, r.headRows, r.staleAtHead)
+	fmt.Fprintf(d.out, "  (c) head version %d as Lance sees it: %d data files, %d not Lance %s files, %d data overlays\n",
+		r.head, r.headFiles, r.foreignFiles, r.format, r.headOverlays)
 	if r.ok() {
 		fmt.Fprintln(d.out, "PASS")
 	} else {

@@ -65,6 +65,11 @@ type Store struct {
 // every scheme but file, the URL path becomes the key prefix of the
 // dataset root.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
+	return OpenWith(ctx, urlstr, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, urlstr string, opts Options) (*Store, error) {
 	u, err := datasetURL(urlstr)
 	if err != nil {
 		return nil, err
@@ -73,7 +78,7 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data: open %s: %w", urlstr, err)
 	}
-	return NewStore(b, Options{}), nil
+	return NewStore(b, opts), nil
 }
 
 // NewStore returns a Store over b, which must be rooted at the dataset
