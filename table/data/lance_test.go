@@ -456,3 +456,46 @@ func TestLargeFragment(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedWriteLeavesNothing makes the Lance writer refuse a column
+// after it has already streamed pages of another one (a vector holding a
+// null item), and checks that the write is aborted: an ErrInvalidArgument
+// error and no object left in the store.
+func TestFailedWriteLeavesNothing(t *testing.T) {
+	backends(t, func(t *testing.T, s *data.Store) {
+		ctx := context.Background()
+		fields := []*lancepb.Field{
+			{Name: "x", Id: 0, ParentId: -1, LogicalType: "int64"},
+			{Name: "v", Id: 1, ParentId: -1, LogicalType: "fixed_size_list:float:2", Nullable: true},
+		}
+		schema, err := table.NewSchema(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const rows = 700_000 // more than one page of x
+		xs := randomArray(arrow.PrimitiveTypes.Int64, rows, 0, rand.New(rand.NewPCG(1, 1)))
+		vt, _ := data.ArrowType("fixed_size_list:float:2")
+		vb := array.NewFixedSizeListBuilderWithField(memory.NewGoAllocator(), 2, vt.(*arrow.FixedSizeListType).ElemField())
+		for i := range rows {
+			vb.Append(true)
+			vb.ValueBuilder().(*array.Float32Builder).Append(float32(i))
+			if i == rows-1 {
+				vb.ValueBuilder().AppendNull() // a null item: Lance cannot store it
+			} else {
+				vb.ValueBuilder().(*array.Float32Builder).Append(1)
+			}
+		}
+		_, err = s.WriteFragment(ctx, schema, map[int32]arrow.Array{0: xs, 1: vb.NewArray()})
+		if !errors.Is(err, data.ErrInvalidArgument) {
+			t.Fatalf("write with a null vector item: %v; want ErrInvalidArgument", err)
+		}
+		it := s.Bucket().List(nil)
+		for {
+			obj, err := it.Next(ctx)
+			if err != nil {
+				break
+			}
+			t.Errorf("failed write left %s behind", obj.Key)
+		}
+	})
+}
