@@ -105,7 +105,7 @@ type demoResult struct {
 	headRows       int64 // live rows at the final head
 	staleAtHead    int64 // rows at the final head with y != f(x)
 	caughtUp       bool
-	format         string // the head's Lance data storage version
+	format         string // the head's Lance data storage version, as its manifest records it
 	headFiles      int    // data files at the head
 	foreignFiles   int    // data files at the head that are not Lance files of format
 	headOverlays   int    // data overlays at the head (Lance 8 cannot read them)
@@ -113,7 +113,7 @@ type demoResult struct {
 
 func (r demoResult) ok() bool {
 	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0 &&
-		r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0
+		r.format != "" && r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0
 }
 
 // demo is one run: the embedded server, the committer, the dataset and
