@@ -261,21 +261,46 @@ func fileVersion(major, minor uint32) (lancefile.Version, bool) {
 // the dataset at m: its data_format ("2.0" or "2.1"). Every file written
 // for a transaction on m must have this version; a dataset whose files mix
 // versions still reads, but Lance then fails every later append or
-// optimize. A manifest without a data format (a table cellguard created
-// before it recorded one) is 2.1. Legacy (0.x) and unknown versions give
-// ErrUnsupported.
+// optimize. A manifest without a data format is read as Lance reads it:
+// the version of its data files, which must agree; with no data file to
+// tell, Lance takes it for a legacy (0.x) table. Legacy and unknown
+// versions give ErrUnsupported: this package writes 2.0 and 2.1 only.
 func FileVersion(m *table.Manifest) (lancefile.Version, error) {
+	const op = "file version"
 	df := m.Header().GetDataFormat()
 	switch v := df.GetVersion(); {
-	case df == nil || v == "":
-		return lancefile.V2_1, nil
-	case df.GetFileFormat() != "" && df.GetFileFormat() != "lance":
-		return 0, errorf("file version", ErrUnsupported, "version %d has data file format %q", m.Version(), df.GetFileFormat())
+	case df == nil:
+		return inferVersion(m)
+	case df.GetFileFormat() != "lance":
+		return 0, errorf(op, ErrUnsupported, "version %d has data file format %q", m.Version(), df.GetFileFormat())
 	case v == "2.1":
 		return lancefile.V2_1, nil
 	case v == "2.0":
 		return lancefile.V2_0, nil
 	default:
-		return 0, errorf("file version", ErrUnsupported, "version %d has data storage version %q; this package writes 2.0 and 2.1", m.Version(), v)
+		return 0, errorf(op, ErrUnsupported, "version %d has data storage version %q; this package writes 2.0 and 2.1", m.Version(), v)
 	}
+}
+
+// inferVersion is the version of the data files of m, which must agree.
+func inferVersion(m *table.Manifest) (lancefile.Version, error) {
+	var v lancefile.Version
+	seen := false
+	for f := range m.Fragments() {
+		if len(f.Files()) == 0 {
+			continue
+		}
+		fv, err := FragmentVersion(f)
+		if err != nil {
+			return 0, err
+		}
+		if seen && fv != v {
+			return 0, errorf("file version", ErrUnsupported, "version %d has no data format and its files mix versions %s and %s", m.Version(), v, fv)
+		}
+		v, seen = fv, true
+	}
+	if !seen {
+		return 0, errorf("file version", ErrUnsupported, "version %d has no data format and no data file to infer it from (Lance reads it as a legacy table)", m.Version())
+	}
+	return v, nil
 }

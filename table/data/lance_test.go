@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -329,11 +330,20 @@ func TestFileVersions(t *testing.T) {
 		want   lancefile.Version
 		err    error
 	}{
-		{"2.0", lancefile.V2_0, nil}, {"2.1", lancefile.V2_1, nil}, {"", lancefile.V2_1, nil},
-		{"0.1", 0, data.ErrUnsupported}, {"2.2", 0, data.ErrUnsupported},
+		{"2.0", lancefile.V2_0, nil}, {"2.1", lancefile.V2_1, nil}, {"", 0, data.ErrUnsupported},
+		{"0.1", 0, data.ErrUnsupported}, {"2.2", 0, data.ErrUnsupported}, {"none", 0, data.ErrUnsupported},
+		{"none, 2.0 files", lancefile.V2_0, nil}, {"none, 2.1 files", lancefile.V2_1, nil},
 	} {
-		m, err := table.FromProto(&lancepb.Manifest{Version: 2, Fields: testFields,
-			DataFormat: &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: tc.format}})
+		pb := &lancepb.Manifest{Version: 2, Fields: testFields,
+			DataFormat: &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: tc.format}}
+		if strings.HasPrefix(tc.format, "none") {
+			pb.DataFormat = nil
+		}
+		if minor, ok := map[string]uint32{"none, 2.0 files": 0, "none, 2.1 files": 1}[tc.format]; ok {
+			pb.Fragments = []*lancepb.DataFragment{{Id: 1, PhysicalRows: 2, Files: []*lancepb.DataFile{
+				{Path: "a.lance", Fields: []int32{fX}, FileMajorVersion: 2, FileMinorVersion: minor}}}}
+		}
+		m, err := table.FromProto(pb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,13 +351,13 @@ func TestFileVersions(t *testing.T) {
 		if !errors.Is(err, tc.err) || (err == nil && got != tc.want) {
 			t.Errorf("FileVersion(%q) = %v, %v; want %v, %v", tc.format, got, err, tc.want, tc.err)
 		}
-		pb, err := s.WriteFragmentFor(ctx, m, nil, cols)
+		frag, err := s.WriteFragmentFor(ctx, m, nil, cols)
 		if !errors.Is(err, tc.err) {
 			t.Errorf("WriteFragmentFor(%q): %v; want %v", tc.format, err, tc.err)
 		}
 		if err == nil {
 			major, minor := tc.want.Numbers()
-			if df := pb.GetFiles()[0]; df.GetFileMajorVersion() != major || df.GetFileMinorVersion() != minor {
+			if df := frag.GetFiles()[0]; df.GetFileMajorVersion() != major || df.GetFileMinorVersion() != minor {
 				t.Errorf("WriteFragmentFor(%q) wrote %d.%d", tc.format, df.GetFileMajorVersion(), df.GetFileMinorVersion())
 			}
 		}
