@@ -105,10 +105,12 @@ type demoResult struct {
 	headRows       int64 // live rows at the final head
 	staleAtHead    int64 // rows at the final head with y != f(x)
 	caughtUp       bool
-	format         string // the head's Lance data storage version, as its manifest records it
-	headFiles      int    // data files at the head
-	foreignFiles   int    // data files at the head that are not Lance files of format
-	headOverlays   int    // data overlays at the head (Lance 8 cannot read them)
+	format         string          // the head's Lance data storage version, as its manifest records it
+	headFiles      int             // data files at the head
+	foreignFiles   int             // data files at the head that are not Lance files of format
+	headOverlays   int             // data overlays at the head (Lance 8 cannot read them)
+	manifest       *table.Manifest // the head
+	datasetDir     string          // where the dataset's files are
 }
 
 func (r demoResult) ok() bool {
