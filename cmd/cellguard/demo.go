@@ -45,6 +45,7 @@ var demoFields = []*lancepb.Field{
 // demoConfig is what the demo's flags set.
 type demoConfig struct {
 	dataDir     string // empty: a temporary directory, removed at the end
+	lanceRoot   string // non-empty: the dataset's files go to lanceRoot/<dataset>.lance
 	fragments   int
 	rows        int
 	workers     int
@@ -63,6 +64,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg demoConfig
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "keep the NATS store and the dataset files here (default: a temporary directory, removed at the end)")
+	fs.StringVar(&cfg.lanceRoot, "lance-root", "", "leave the demo's table as the Lance directory DIR/demo.lance (kept at exit)")
 	fs.IntVar(&cfg.fragments, "fragments", 8, "fragments of the table")
 	fs.IntVar(&cfg.rows, "rows", 1000, "rows per fragment")
 	fs.IntVar(&cfg.workers, "workers", 3, "workers computing y = f(x)")
@@ -110,7 +112,6 @@ type demoResult struct {
 	foreignFiles   int             // data files at the head that are not Lance files of format
 	headOverlays   int             // data overlays at the head (Lance 8 cannot read them)
 	manifest       *table.Manifest // the head
-	datasetDir     string          // where the dataset's files are
 }
 
 func (r demoResult) ok() bool {
@@ -219,6 +220,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	d.url = srv.ClientURL()
 	root := filepath.Join(dir, "datasets")
 	d.root = root
+	if err := linkLanceRoot(cfg.lanceRoot, root); err != nil {
+		return demoResult{}, err
+	}
 	if d.store, err = data.Open(ctx, filepath.Join(root, demoDataset)); err != nil {
 		return demoResult{}, err
 	}
@@ -234,6 +238,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		where = dir
 	}
 	fmt.Fprintf(out, "  embedded NATS JetStream at %s, data in %s\n", d.url, where)
+	if cfg.lanceRoot != "" {
+		fmt.Fprintf(out, "  the table's Lance files in %s\n", lanceLocation(cfg.lanceRoot, demoDataset))
+	}
 
 	stopCommitter, err := d.runCommitter(ctx, root)
 	if err != nil {
@@ -263,6 +270,35 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	}
 	d.printSummary(res)
 	return res, nil
+}
+
+// lanceLocation is where a dataset lives under a --lance-root: the
+// directory lancedb.connect(root).openTable(name) opens.
+func lanceLocation(root, dataset string) string {
+	return filepath.Join(root, dataset+".lance")
+}
+
+// linkLanceRoot makes the demo's dataset live in lanceRoot/demo.lance when
+// lanceRoot is set. The committer finds datasets under a dataset root by
+// name (<root>/<dataset>), so root/demo becomes a link to that directory.
+func linkLanceRoot(lanceRoot, root string) error {
+	if lanceRoot == "" {
+		return nil
+	}
+	loc, err := filepath.Abs(lanceLocation(lanceRoot, demoDataset))
+	if err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(loc); err == nil && len(entries) > 0 {
+		return usageError{fmt.Sprintf("demo: %s is not empty; give --lance-root a directory without a %s.lance table", loc, demoDataset)}
+	}
+	if err := os.MkdirAll(loc, 0o755); err != nil {
+		return fmt.Errorf("demo: --lance-root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	return os.Symlink(loc, filepath.Join(root, demoDataset))
 }
 
 // runCommitter starts the committer on its own connection.

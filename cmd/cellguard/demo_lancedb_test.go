@@ -32,11 +32,11 @@ process.stdout.write(JSON.stringify({
 }));
 `
 
-// TestLanceDBReadsDemoHead runs the demo, lays out its head version as a
-// Lance manifest next to the data files the demo wrote (the publisher's
-// job; here one manifest, written by the test), and has real LanceDB 0.31
-// read it: the same live rows as the data plane reads, and y = 3x+7 on
-// every one of them.
+// TestLanceDBReadsDemoHead runs the demo with --lance-root, lays out its
+// head version as a Lance manifest next to the data files the demo wrote
+// in <root>/demo.lance (the publisher's job; here one manifest, written by
+// the test), and has real LanceDB 0.31 read it: the same live rows as the
+// data plane reads, and y = 3x+7 on every one of them.
 func TestLanceDBReadsDemoHead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -44,7 +44,7 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 	cfg := demoConfig{
 		dataDir: t.TempDir(), fragments: 3, rows: 150, workers: 2,
 		duration: 1500 * time.Millisecond, updateEvery: 10 * time.Millisecond, workTime: 20 * time.Millisecond,
-		settle: 30 * time.Second, seed: 11, quiet: true,
+		settle: 30 * time.Second, seed: 11, quiet: true, lanceRoot: t.TempDir(),
 	}
 	var out bytes.Buffer
 	res, err := runDemo(t.Context(), cfg, &out)
@@ -52,11 +52,8 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 		t.Fatalf("demo: %v, %+v\n%s", err, res, out.String())
 	}
 	head := res.manifest
-	writeHeadManifest(t, res.datasetDir, head)
-	lanceDir := t.TempDir()
-	if err := os.Symlink(res.datasetDir, filepath.Join(lanceDir, demoDataset+".lance")); err != nil {
-		t.Fatal(err)
-	}
+	lanceDir := cfg.lanceRoot
+	writeHeadManifest(t, lanceLocation(lanceDir, demoDataset), head)
 
 	var got struct {
 		Count   int       `json:"count"`
@@ -76,7 +73,7 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 		}
 		lanceX = append(lanceX, x)
 	}
-	if want := dataPlaneX(t, res.datasetDir, head); !slices.Equal(lanceX, want) {
+	if want := dataPlaneX(t, lanceLocation(lanceDir, demoDataset), head); !slices.Equal(lanceX, want) {
 		t.Errorf("LanceDB reads x %v…, the data plane %v…", lanceX[:min(5, len(lanceX))], want[:min(5, len(want))])
 	}
 }

@@ -78,7 +78,6 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 	}
 	head := last.Manifest()
 	res.head, res.manifest = head.Version(), head
-	res.datasetDir = filepath.Join(d.root, demoDataset)
 	if err := d.checkLanceLayout(head, res); err != nil {
 		return err
 	}
