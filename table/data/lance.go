@@ -121,8 +121,7 @@ func lanceErr(op, key string, err error) error {
 }
 
 // lanceColumn returns column idx of rd, or the column recording field id
-// when idx is -1, checking that it holds field id with type t and has
-// rows rows.
+// when idx is -1, checking that it holds field id with type t.
 func lanceColumn(key string, rd *lancefile.Reader, idx, id int32, t arrow.DataType) (int, error) {
 	schema := rd.Schema()
 	if idx < 0 {
