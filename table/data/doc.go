@@ -134,16 +134,17 @@
 //
 // Files are checked against the manifest that names them. A file that
 // does not decode, or whose column type, field id or length disagrees with
-// the manifest, gives a *FormatError, which matches table.ErrMalformed;
-// so does a Lance file in an encoding lancefile does not decode (the
-// FormatError wraps lancefile's error naming it), such as the compressed
-// encodings LanceDB writes by default. So does coverage past the end of
-// the fragment, or a deletion file whose count differs from the
-// manifest's. Input that would make the Arrow IPC decoder (legacy files,
-// Lance's Arrow deletion files) panic is caught and reported the same way. Missing files and
-// unknown fragments or fields give ErrNotFound. A point read of a deleted
-// row gives ErrDeleted, and an offset past the fragment gives
-// ErrOutOfRange. Bad writer input gives ErrInvalidArgument. Files under
+// the manifest, gives a *FormatError, which matches table.ErrMalformed.
+// So does coverage past the end of the fragment, or a deletion file whose
+// count differs from the manifest's. Input that would make the Arrow IPC
+// decoder (legacy data files, Lance's Arrow deletion files) panic is
+// caught and reported the same way. A Lance file in an encoding lancefile
+// does not decode yet, such as the compressed encodings LanceDB writes by
+// default, gives ErrUnsupported wrapping lancefile's error that names the
+// encoding; its values are never guessed. Missing files and unknown
+// fragments or fields give ErrNotFound. A point read of a deleted row
+// gives ErrDeleted, and an offset past the fragment gives ErrOutOfRange.
+// Bad writer input gives ErrInvalidArgument. Files under
 // Manifest.base_paths (DataFile.base_id) give ErrUnsupported.
 //
 // # Memory and concurrency

@@ -102,9 +102,11 @@ func (s *Store) readTail(ctx context.Context, op, key string) (*lanceMeta, error
 }
 
 // lanceErr turns an error of package lancefile about the file at key into
-// ours: bytes that do not follow the format (or that this reader does not
-// decode, named in the message) are a *FormatError; I/O errors pass
-// through with the operation.
+// ours: bytes that do not follow the format are a *FormatError; an
+// encoding, type or version lancefile does not decode (the compressed
+// encodings LanceDB writes by default, say) is ErrUnsupported, wrapping
+// lancefile's error that names it; I/O errors pass through with the
+// operation.
 func lanceErr(op, key string, err error) error {
 	var (
 		enc *lancefile.UnsupportedEncodingError
@@ -115,7 +117,7 @@ func lanceErr(op, key string, err error) error {
 	case errors.Is(err, lancefile.ErrMalformed):
 		return formatErr(key, err, "not a readable Lance file")
 	case errors.As(err, &enc), errors.As(err, &typ), errors.As(err, &ver):
-		return formatErr(key, err, "Lance file this reader does not decode")
+		return fmt.Errorf("data: %s: %s: %w: %w", op, key, ErrUnsupported, err)
 	}
 	return fmt.Errorf("data: %s: %s: %w", op, key, err)
 }
