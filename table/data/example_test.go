@@ -89,7 +89,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v5 := commit(v4, &lancepb.Transaction{Operation: &lancepb.Transaction_Append_{
+	v5 := commit(ctx, v4, &lancepb.Transaction{Operation: &lancepb.Transaction_Append_{
 		Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{more}}}})
 
 	for _, m := range []*table.Manifest{v1, v2, v3, v4, v5} {
