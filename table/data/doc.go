@@ -126,7 +126,8 @@
 // int32, int64, uint8, uint16, uint32, uint64, float (float32), double
 // (float64), string (utf8), large_string, binary, large_binary, and
 // fixed-size lists of the numeric ones ("fixed_size_list:float:768", an
-// embedding vector; its items are never null, whole lists may be).
+// embedding vector). Whole lists may be null; items may not be in what
+// this package writes, but are carried when a file Lance wrote has them.
 // ArrowType and LogicalType convert between them. Nested fields and other
 // types give ErrUnsupported.
 //

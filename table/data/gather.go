@@ -90,32 +90,60 @@ func gatherT[T any, A valuer[T]](b appender[T], srcs []arrow.Array, picks []pick
 }
 
 // gatherFixedSizeList is gather for a fixed-size list of fixed-width items
-// (an embedding vector): it copies each picked list's item bytes. Items
-// inside a list are never null (writers refuse them), so only the lists'
-// own validity is carried.
+// (an embedding vector): it copies each picked list's item bytes and, when
+// a source has null items (Lance 2.0 files LanceDB wrote may), their
+// validity. Writers refuse null items, so a list of this package's files
+// has none.
 func gatherFixedSizeList(t *arrow.FixedSizeListType, srcs []arrow.Array, picks []pick) arrow.Array {
-	width := t.Elem().(arrow.FixedWidthDataType).BitWidth() / 8 * int(t.Len())
-	values := make([]byte, len(picks)*width)
-	valid := make([]byte, bitutil.BytesForBits(int64(len(picks))))
-	nulls := 0
+	dim := int(t.Len())
+	itemWidth := t.Elem().(arrow.FixedWidthDataType).BitWidth() / 8
+	n := len(picks)
+	values := make([]byte, n*dim*itemWidth)
+	valid := make([]byte, bitutil.BytesForBits(int64(n)))
+	var itemValid []byte // nil while no source has null items
+	for _, s := range srcs {
+		if s.(*array.FixedSizeList).ListValues().NullN() > 0 {
+			itemValid = make([]byte, bitutil.BytesForBits(int64(n*dim)))
+			break
+		}
+	}
+	nulls, itemNulls := 0, 0
 	for i, p := range picks {
 		if p.src == noSource || srcs[p.src].IsNull(int(p.row)) {
 			nulls++
+			itemNulls += dim
 			continue
 		}
 		bitutil.SetBit(valid, i)
 		src := srcs[p.src].(*array.FixedSizeList)
-		items := src.ListValues().Data()
-		start := (items.Offset() + (src.Data().Offset()+int(p.row))*int(t.Len())) * width / int(t.Len())
-		copy(values[i*width:], items.Buffers()[1].Bytes()[start:start+width])
+		items := src.ListValues()
+		first := (src.Data().Offset() + int(p.row)) * dim // index into items
+		start := (items.Data().Offset() + first) * itemWidth
+		copy(values[i*dim*itemWidth:], items.Data().Buffers()[1].Bytes()[start:start+dim*itemWidth])
+		if itemValid == nil {
+			continue
+		}
+		for k := range dim {
+			if items.IsNull(first + k) {
+				itemNulls++
+			} else {
+				bitutil.SetBit(itemValid, i*dim+k)
+			}
+		}
 	}
-	child := array.NewData(t.Elem(), len(picks)*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(values)}, nil, 0, 0)
+	var childValidity *memory.Buffer
+	if itemValid != nil {
+		childValidity = memory.NewBufferBytes(itemValid)
+	} else {
+		itemNulls = 0 // items under null lists are not null themselves
+	}
+	child := array.NewData(t.Elem(), n*dim, []*memory.Buffer{childValidity, memory.NewBufferBytes(values)}, nil, itemNulls, 0)
 	defer child.Release()
 	var validity *memory.Buffer
 	if nulls > 0 {
 		validity = memory.NewBufferBytes(valid)
 	}
-	d := array.NewData(t, len(picks), []*memory.Buffer{validity}, []arrow.ArrayData{child}, nulls, 0)
+	d := array.NewData(t, n, []*memory.Buffer{validity}, []arrow.ArrayData{child}, nulls, 0)
 	defer d.Release()
 	return array.MakeFromData(d)
 }
