@@ -31,5 +31,7 @@
 //     log moved past the sequence the writer expected.
 //
 // The package does no retrying and starts no goroutines of its own beyond
-// the ones a consumer's iterator runs while it is being ranged over.
+// the ones nats.go runs for a pull while it is being ranged over. A
+// consumer the caller acknowledges is read one Fetch at a time (see
+// pull.go for why not with a Messages iterator).
 package declog
