@@ -22,14 +22,13 @@ import (
 // is consumed before that goroutine clears its mark (a slow goroutine on a
 // loaded machine), no request is left at the server, so no message and no
 // heartbeat ever comes: the iterator stalls until the heartbeat timer fires
-// (2 × 15 s for a durable consumer), and the caller sees silence. A
-// durable consumer read one message at a time (MaxAckPending 1, as an
+// (2 × 15 s for a durable consumer), and Next then fails with
+// ErrNoHeartbeat. A durable consumer read one message at a time (MaxAckPending 1, as an
 // events subscriber or a work queue reads) drains its whole batch at
 // every message, so it meets the race often (the events test of a
 // resumed durable subscriber stalled about once in 40 runs under -race,
 // the server holding no pull request and one message pending). A shorter
-// expiry only shortens the stall, and makes missed heartbeats on a busy
-// machine errors.
+// expiry only shortens the stall, which then ends in that error sooner.
 //
 // Fetch has no such state: each call publishes one request before it
 // returns and its batch ends when the request is satisfied, expires, or
