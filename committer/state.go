@@ -64,7 +64,8 @@ type state struct {
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	journal    []string
-	evicted    uint64 // versions ≤ evicted are out of the window
+	evicted    uint64                     // versions ≤ evicted are out of the window
+	cfg        *cellguardpb.DatasetConfig // from the first committed record; nil before creation
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -184,6 +185,9 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	case decodeErr != nil:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
 	}
+	if rej := checkReaders(s.cfg, op); rej != nil {
+		return verdict{}, rej
+	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
 		return s.create(txn, rec)
@@ -234,6 +238,11 @@ func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (ver
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
+	cfg, rej := creationConfig(txn)
+	if rej != nil {
+		return verdict{}, rej
+	}
+	rec.DatasetConfig = cfg
 	next, err := applyTxn(nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
@@ -278,6 +287,9 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	if s.head != nil {
 		s.recent[s.head.Version()] = s.head
 	}
+	if s.head == nil {
+		s.cfg = v.rec.GetDatasetConfig()
+	}
 	s.head = v.next
 	s.txns[v.next.Version()] = v.txn
 	s.versionSeq = append(s.versionSeq, 0) // filled in by commit
@@ -311,6 +323,9 @@ func (s *state) rollback(m mark) {
 	}
 	s.versionSeq = s.versionSeq[:m.versions]
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
+	if s.head == nil {
+		s.cfg = nil
+	}
 }
 
 // commit makes the decisions since m final: recs[i] was stored at CG_DEC
@@ -367,6 +382,8 @@ func (s *state) advance(r declog.Record) error {
 	}
 	if s.head != nil {
 		s.recent[s.head.Version()] = s.head
+	} else {
+		s.cfg = r.Decision.GetDatasetConfig()
 	}
 	s.head = next
 	s.txns[r.Version] = txn
