@@ -5,6 +5,7 @@ package committer
 
 import (
 	"cellguard/internal/declog"
+	"cellguard/internal/publish"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -47,12 +48,34 @@ func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
 }
 
 // creationConfig returns the configuration a creating transaction
-// carries, for its committed record; a property that does not decode
-// rejects the creation.
-func creationConfig(txn *lancepb.Transaction) (*cellguardpb.DatasetConfig, *rejection) {
+// carries, for its committed record, completed with the defaults: the
+// location <lanceRoot>/<ds>.lance when the transaction names none and
+// lanceRoot is set, Lance 8 readers and storage version 2.1 for a
+// published dataset. A property that does not decode rejects the
+// creation.
+func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardpb.DatasetConfig, *rejection) {
 	cfg, err := declog.ConfigOf(txn)
 	if err != nil {
 		return nil, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
+	if cfg == nil && lanceRoot == "" {
+		return nil, nil // not published: today's behaviour
+	}
+	if cfg == nil {
+		cfg = &cellguardpb.DatasetConfig{}
+	}
+	if cfg.Location == "" && lanceRoot != "" {
+		if cfg.Location, err = publish.DatasetLocation(lanceRoot, ds); err != nil {
+			return nil, reject(cellguardpb.Reason_INTERNAL, "%v", err)
+		}
+	}
+	if cfg.Location != "" {
+		if cfg.Readers == cellguardpb.Readers_READERS_UNSPECIFIED {
+			cfg.Readers = cellguardpb.Readers_READERS_LANCE8
+		}
+		if cfg.StorageVersion == "" {
+			cfg.StorageVersion = publish.DefaultStorageVersion
+		}
 	}
 	return cfg, nil
 }

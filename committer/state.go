@@ -40,6 +40,7 @@ type limits struct {
 	retain      uint64 // 0: all
 	maxLag      uint64
 	rules       ruleOptions
+	lanceRoot   string // default location root for datasets created without one
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -238,7 +239,7 @@ func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (ver
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
-	cfg, rej := creationConfig(txn)
+	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
 	if rej != nil {
 		return verdict{}, rej
 	}

@@ -96,6 +96,7 @@ func (w *worker) load(ctx context.Context) error {
 	lim := limits{
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
+		lanceRoot: c.cfg.LanceRoot,
 	}
 	st := newState(w.ds, lim, nil)
 	st.lim.rules.deletions = datasetDeletions{c: c, st: st}

@@ -165,3 +165,18 @@ func (l *Location) CreateIfAbsent(ctx context.Context, key string, b []byte) err
 
 // IsExists reports whether err says CreateIfAbsent found the key taken.
 func IsExists(err error) bool { return errors.Is(err, errExists) }
+
+// DatasetLocation returns the location of dataset ds under root (a path
+// or a gocloud.dev/blob URL): <root>/<ds>.lance, what
+// lancedb.connect(root).openTable(ds) opens.
+func DatasetLocation(root, ds string) (string, error) {
+	if !strings.Contains(root, "://") {
+		return filepath.Join(root, ds+".lance"), nil
+	}
+	u, err := url.Parse(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: lance root %s: %v", ErrLocation, root, err)
+	}
+	u.Path = path.Join("/", u.Path, ds+".lance")
+	return u.String(), nil
+}
