@@ -62,3 +62,12 @@ func (m *Metrics) stopped(ds string) {
 		m.stop.WithLabelValues(ds).Set(1)
 	}
 }
+
+// Lag returns the lag gauge of ds.
+func (m *Metrics) Lag(ds string) prometheus.Gauge { return m.lag.WithLabelValues(ds) }
+
+// Failures returns the failed-attempts counter of ds.
+func (m *Metrics) Failures(ds string) prometheus.Counter { return m.failures.WithLabelValues(ds) }
+
+// Stopped returns the stopped gauge of ds.
+func (m *Metrics) Stopped(ds string) prometheus.Gauge { return m.stop.WithLabelValues(ds) }
