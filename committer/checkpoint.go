@@ -68,6 +68,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	from := uint64(1)
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
 		if r.Committed() {
+			st.padVersions(r.Version) // an adopted dataset starts at its Lance version
 			if want := uint64(len(st.versionSeq)) + 1; r.Version != want {
 				return fmt.Errorf("committer: log of %s: record %d has version %d, want %d", st.ds, r.Seq, r.Version, want)
 			}

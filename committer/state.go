@@ -239,6 +239,9 @@ func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (ver
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
+	if _, adopting := txn.GetTransactionProperties()[declog.AdoptProperty]; adopting {
+		return s.adopt(txn, rec)
+	}
 	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
 	if rej != nil {
 		return verdict{}, rej
@@ -293,6 +296,7 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	}
 	s.head = v.next
 	s.txns[v.next.Version()] = v.txn
+	s.padVersions(v.next.Version())
 	s.versionSeq = append(s.versionSeq, 0) // filled in by commit
 }
 
@@ -367,6 +371,7 @@ func (s *state) replay(r declog.Record) error {
 		if err := s.advance(r); err != nil {
 			return err
 		}
+		s.padVersions(r.Version)
 		s.versionSeq = append(s.versionSeq, r.Seq)
 	}
 	s.decided.add(r.TxnID)

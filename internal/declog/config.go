@@ -26,16 +26,25 @@ import (
 // same bytes the committer saw.
 const ConfigProperty = "cellguard.dataset_config"
 
-// SetConfig records cfg on the creating transaction txn.
-func SetConfig(txn *lancepb.Transaction, cfg *cellguardpb.DatasetConfig) error {
+// EncodeConfig returns the value of the ConfigProperty that records cfg.
+func EncodeConfig(cfg *cellguardpb.DatasetConfig) (string, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(cfg)
 	if err != nil {
-		return fmt.Errorf("declog: encode dataset config: %w", err)
+		return "", fmt.Errorf("declog: encode dataset config: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// SetConfig records cfg on the creating transaction txn.
+func SetConfig(txn *lancepb.Transaction, cfg *cellguardpb.DatasetConfig) error {
+	s, err := EncodeConfig(cfg)
+	if err != nil {
+		return err
 	}
 	if txn.TransactionProperties == nil {
 		txn.TransactionProperties = map[string]string{}
 	}
-	txn.TransactionProperties[ConfigProperty] = base64.StdEncoding.EncodeToString(b)
+	txn.TransactionProperties[ConfigProperty] = s
 	return nil
 }
 

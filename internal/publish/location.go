@@ -180,3 +180,19 @@ func DatasetLocation(root, ds string) (string, error) {
 	u.Path = path.Join("/", u.Path, ds+".lance")
 	return u.String(), nil
 }
+
+// CheckWritable proves that the location takes writes: it creates and
+// removes a probe object under `_versions/` whose name no Lance reader
+// takes for a version.
+func CheckWritable(ctx context.Context, l *Location) error {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	key := fmt.Sprintf("%s.cellguard-probe-%x", versionsDir, r)
+	if err := l.Bucket.WriteAll(ctx, key, []byte("probe"), nil); err != nil {
+		return fmt.Errorf("%w: %s is not writable: %v", ErrLocation, l.URL, err)
+	}
+	if err := l.Bucket.Delete(ctx, key); err != nil {
+		return fmt.Errorf("%w: %s: remove probe %s: %v", ErrLocation, l.URL, key, err)
+	}
+	return nil
+}

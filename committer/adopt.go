@@ -1,0 +1,48 @@
+package committer
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/declog"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+)
+
+// adopt commits an adoption (declog.AdoptProperty): the dataset starts at
+// the adopted Lance version N, whose manifest the record carries; the next
+// commit is N+1. The adoption must name the location it was read from,
+// and the dataset serves Lance 8 readers (LanceDB keeps reading it).
+func (s *state) adopt(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
+	m, raw, _, err := declog.AdoptionOf(txn)
+	if err != nil {
+		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
+	cfg, rej := creationConfig(txn, s.ds, "")
+	if rej != nil {
+		return verdict{}, rej
+	}
+	if cfg.GetLocation() == "" {
+		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "an adoption must name the location of the adopted table")
+	}
+	if v := m.Header().GetDataFormat().GetVersion(); v != "" {
+		cfg.StorageVersion = v
+	}
+	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
+	rec.Version = m.Version()
+	rec.DatasetConfig = cfg
+	rec.AdoptedManifest = raw
+	opts := proto.MarshalOptions{Deterministic: true}
+	if rec.Transaction, err = opts.Marshal(txn); err != nil {
+		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode adoption: %v", err)
+	}
+	return verdict{rec: rec, next: m, txn: txn}, nil
+}
+
+// padVersions makes room in versionSeq for the versions before an adopted
+// first version, which are not in the log (their entries stay 0: not
+// available).
+func (s *state) padVersions(first uint64) {
+	if len(s.versionSeq) == 0 && first > 1 {
+		s.versionSeq = make([]uint64, first-1)
+	}
+}
