@@ -220,12 +220,17 @@ func TestLanceDBReadsPublishedVersions(t *testing.T) {
 	var out struct {
 		Versions []uint64 `json:"versions"`
 		Latest   uint64   `json:"latest"`
+		Appended struct {
+			Version uint64 `json:"version"`
+			Count   int    `json:"count"`
+		} `json:"appended"`
 		At       map[string]struct {
 			Count int              `json:"count"`
 			Rows  []map[string]any `json:"rows"`
 		} `json:"at"`
 	}
-	lancedbtest.Run(t, lancedbtest.Prelude+readVersionsJS, map[string]any{"dir": root, "table": "t", "maxRows": 1000}, &out)
+	lancedbtest.Run(t, lancedbtest.Prelude+readVersionsJS, map[string]any{"dir": root, "table": "t", "maxRows": 1000,
+		"append": map[string]any{"id": 500, "x": 1.0, "vec": []float32{1, 2, 3, 4}, "y": 5}}, &out)
 
 	var ours []uint64
 	for v := uint64(1); v <= head; v++ {
@@ -236,6 +241,10 @@ func TestLanceDBReadsPublishedVersions(t *testing.T) {
 	}
 	if out.Latest != head {
 		t.Errorf("LanceDB latest version %d, want %d", out.Latest, head)
+	}
+	if out.Appended.Version != head+1 || out.Appended.Count != len(want[head])+1 {
+		t.Errorf("LanceDB append after our versions: version %d with %d rows, want %d with %d",
+			out.Appended.Version, out.Appended.Count, head+1, len(want[head])+1)
 	}
 	for _, v := range ours {
 		got := out.At[strconv.FormatUint(v, 10)]

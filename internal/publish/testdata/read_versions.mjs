@@ -1,5 +1,6 @@
 // Reads every version of a Lance table with real LanceDB.
-// Input (stdin): {dir, table, maxRows}.
+// Input (stdin): {dir, table, maxRows, append?: {id, x, vec, y}}; with
+// append, LanceDB then adds that row itself (output: appended).
 // Output: {versions: [n...], at: {"n": {count, rows: [...]}}}, rows sorted
 // by "id" and normalized for JSON: 64-bit integers as strings, vectors as
 // arrays of numbers.
@@ -17,6 +18,12 @@ for (const v of versions) {
 }
 await tbl.checkoutLatest();
 out.latest = Number(await tbl.version());
+if (input.append) {
+  // A LanceDB writer commits straight to storage after our versions.
+  const r = input.append;
+  await tbl.add([{ id: BigInt(r.id), x: r.x, vec: r.vec, y: BigInt(r.y) }]);
+  out.appended = { version: Number(await tbl.version()), count: await tbl.countRows() };
+}
 process.stdout.write(JSON.stringify(out));
 
 function normRow(row) {
