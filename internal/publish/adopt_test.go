@@ -87,6 +87,9 @@ func TestAdoptLanceDBTable(t *testing.T) {
 	}
 	want[3] = m.want(t)
 
+	// A restarted committer loads the adopted dataset from the log.
+	e.restartCommitter(t, committer.Config{})
+
 	// v4: delete rows 1 and 2 of LanceDB's first fragment.
 	store, err := data.Open(ctx, loc)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,11 +41,32 @@ type env struct {
 	srv *natstest.Server
 	pc  *producer.Client
 	log *declog.Log
+
+	stopCommitter func()
 }
 
 func newEnv(t *testing.T, cfg committer.Config) *env {
 	t.Helper()
 	e := &env{srv: natstest.RunServer(t)}
+	e.startCommitter(t, cfg)
+	pnc, _ := natstest.Connect(t, e.srv.URL())
+	var err error
+	if e.pc, err = producer.New(pnc, producer.Config{Timeout: 60 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pc.Close)
+	_, js := natstest.Connect(t, e.srv.URL())
+	sc, _ := subject.NewScheme("")
+	if e.log, err = declog.Open(context.Background(), js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startCommitter runs a committer until the test ends or
+// restartCommitter stops it.
+func (e *env) startCommitter(t *testing.T, cfg committer.Config) {
+	t.Helper()
 	nc, _ := natstest.Connect(t, e.srv.URL())
 	cfg.Logger, cfg.DiscoverEvery, cfg.TakeoverOnStart = testLogger(), 20*time.Millisecond, true
 	cm, err := committer.New(nc, cfg)
@@ -54,23 +76,24 @@ func newEnv(t *testing.T, cfg committer.Config) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cm.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	var once sync.Once
+	e.stopCommitter = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}
+	t.Cleanup(e.stopCommitter)
 	waitFor(t, "committer ready", cm.Ready)
-	pnc, _ := natstest.Connect(t, e.srv.URL())
-	if e.pc, err = producer.New(pnc, producer.Config{Timeout: 60 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.pc.Close)
-	lnc, js := natstest.Connect(t, e.srv.URL())
-	_ = lnc
-	sc, _ := subject.NewScheme("")
-	if e.log, err = declog.Open(context.Background(), js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	return e
+}
+
+// restartCommitter stops the committer and starts a new one, which loads
+// every dataset from the log.
+func (e *env) restartCommitter(t *testing.T, cfg committer.Config) {
+	t.Helper()
+	e.stopCommitter()
+	e.startCommitter(t, cfg)
 }
 
 // runManager runs a publish.Manager until the test ends.
