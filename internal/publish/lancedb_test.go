@@ -224,7 +224,7 @@ func TestLanceDBReadsPublishedVersions(t *testing.T) {
 			Version uint64 `json:"version"`
 			Count   int    `json:"count"`
 		} `json:"appended"`
-		At       map[string]struct {
+		At map[string]struct {
 			Count int              `json:"count"`
 			Rows  []map[string]any `json:"rows"`
 		} `json:"at"`
