@@ -3,7 +3,6 @@ package committer
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -74,14 +73,14 @@ func (d *deletionStores) close() {
 
 // deletionLocation is where dataset ds keeps its deletion files; "" when
 // it has no location.
-func (c *Committer) deletionLocation(ds string, cfg *cellguardpb.DatasetConfig) string {
+func (c *Committer) deletionLocation(ds string, cfg *cellguardpb.DatasetConfig) (string, error) {
 	if loc := cfg.GetLocation(); loc != "" {
-		return loc
+		return loc, nil
 	}
 	if c.cfg.DatasetRoot != "" {
-		return filepath.Join(c.cfg.DatasetRoot, ds)
+		return publish.JoinLocation(c.cfg.DatasetRoot, ds)
 	}
-	return ""
+	return "", nil
 }
 
 // datasetDeletions implements table.DeletionVectors for one dataset's
@@ -102,7 +101,10 @@ func (d datasetDeletions) DeletionVector(fragmentID uint64, df *lancepb.Deletion
 }
 
 func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {
-	loc := d.c.deletionLocation(d.st.ds, d.st.cfg)
+	loc, err := d.c.deletionLocation(d.st.ds, d.st.cfg)
+	if err != nil {
+		return nil, err
+	}
 	if loc == "" {
 		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.ds)
 	}

@@ -49,8 +49,12 @@ func TestDeletionsThroughLocation(t *testing.T) {
 	}
 
 	st.cfg = &cellguardpb.DatasetConfig{}
-	if got := c.deletionLocation("ds", st.cfg); got != filepath.Join(c.cfg.DatasetRoot, "ds") {
+	if got, _ := c.deletionLocation("ds", st.cfg); got != filepath.Join(c.cfg.DatasetRoot, "ds") {
 		t.Errorf("location without config = %q, want the dataset root", got)
+	}
+	c.cfg.DatasetRoot = "s3://bucket/tables?region=eu-west-1"
+	if got, _ := c.deletionLocation("ds", st.cfg); got != "s3://bucket/tables/ds?region=eu-west-1" {
+		t.Errorf("location under an s3 root = %q", got)
 	}
 	c.cfg.DatasetRoot = ""
 	if _, err := (datasetDeletions{c: c, st: st}).DeletionVector(7, df); err == nil {

@@ -169,15 +169,19 @@ func IsExists(err error) bool { return errors.Is(err, errExists) }
 // DatasetLocation returns the location of dataset ds under root (a path
 // or a gocloud.dev/blob URL): <root>/<ds>.lance, what
 // lancedb.connect(root).openTable(ds) opens.
-func DatasetLocation(root, ds string) (string, error) {
+func DatasetLocation(root, ds string) (string, error) { return JoinLocation(root, ds+".lance") }
+
+// JoinLocation returns the location name under root, a path or a
+// gocloud.dev/blob URL (whose query, such as ?region=…, is kept).
+func JoinLocation(root, name string) (string, error) {
 	if !strings.Contains(root, "://") {
-		return filepath.Join(root, ds+".lance"), nil
+		return filepath.Join(root, name), nil
 	}
 	u, err := url.Parse(root)
 	if err != nil {
-		return "", fmt.Errorf("%w: lance root %s: %v", ErrLocation, root, err)
+		return "", fmt.Errorf("%w: %s: %v", ErrLocation, root, err)
 	}
-	u.Path = path.Join("/", u.Path, ds+".lance")
+	u.Path = path.Join("/", u.Path, name)
 	return u.String(), nil
 }
 
