@@ -5,21 +5,25 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"cellguard/committer"
 	"cellguard/internal/lancedbtest"
+	"cellguard/internal/publish"
 	"cellguard/lancefile"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 	"cellguard/table/data"
 )
 
@@ -254,5 +258,101 @@ func TestLanceDBReadsPublishedVersions(t *testing.T) {
 		if !reflect.DeepEqual(got.Rows, want[v]) {
 			t.Errorf("version %d: LanceDB rows\n%v\nwant\n%v", v, got.Rows, want[v])
 		}
+	}
+}
+
+//go:embed testdata/stale_append.mjs
+var staleAppendJS string
+
+// TestLanceDBStaleWriterRebasesOverPublished: a LanceDB writer that read
+// the table before cellguard published a version appends afterwards; it
+// finds our version's transaction, rebases over it and commits the next
+// version, with both appends visible. Writing straight to storage is out
+// of contract: our publisher then stops at that foreign version instead of
+// overwriting it.
+func TestLanceDBStaleWriterRebasesOverPublished(t *testing.T) {
+	root := t.TempDir()
+	loc := filepath.Join(root, "t.lance")
+	e := newEnv(t, committer.Config{})
+	pm := e.runManager(t)
+	schema := []arrow.Field{idField, {Name: "x", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}
+	fields, err := lancefile.Fields(arrow.NewSchema(schema, nil), []int32{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag := func(ids []int64) *lancepb.DataFragment {
+		xs := make([]float64, len(ids))
+		df := writeLance(t, loc, record(schema, int64Col(ids), float64Col(xs)), []int32{0, 1})
+		return &lancepb.DataFragment{Files: []*lancepb.DataFile{df}, PhysicalRows: uint64(len(ids))}
+	}
+	e.commit(t, withConfig(t, producer.Create("t", fields, frag(span(0, 3))), &cellguardpb.DatasetConfig{Location: loc}))
+	waitPublished(t, pm, "t", 1)
+
+	ready, goFile := filepath.Join(root, "ready"), filepath.Join(root, "go")
+	done := make(chan error, 1)
+	go func() { // cellguard publishes version 2 while LanceDB holds version 1
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				done <- errors.New("LanceDB never got ready")
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		snap, err := e.pc.Latest(ctx, "t")
+		if err == nil {
+			_, err = e.pc.Commit(ctx, snap.NewTxn().Append(frag(span(10, 2))))
+		}
+		for err == nil {
+			if p, ok := pm.Publisher("t"); ok && p != nil && p.Published() >= 2 {
+				break
+			}
+			if ctx.Err() != nil {
+				err = errors.New("version 2 not published")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err == nil {
+			err = os.WriteFile(goFile, []byte("go"), 0o644)
+		}
+		done <- err
+	}()
+	var out struct {
+		Before, After uint64
+		IDs           []int64 `json:"ids"`
+		Versions      []uint64
+	}
+	lancedbtest.Run(t, lancedbtest.Prelude+staleAppendJS, map[string]any{
+		"dir": root, "table": "t", "ready": ready, "go": goFile, "rows": []map[string]any{{"id": 100, "x": 1.0}},
+	}, &out)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if out.Before != 1 || out.After != 3 || !slices.Equal(out.Versions, []uint64{1, 2, 3}) {
+		t.Errorf("stale LanceDB writer: before %d after %d versions %v; want 1, 3, [1 2 3]", out.Before, out.After, out.Versions)
+	}
+	if want := []int64{0, 1, 2, 10, 11, 100}; !slices.Equal(out.IDs, want) {
+		t.Errorf("rows after the rebase: %v, want %v", out.IDs, want)
+	}
+
+	// Our next version would be 3, which LanceDB took: publishing stops
+	// and LanceDB's version 3 stays.
+	lance3, err := os.ReadFile(filepath.Join(loc, "_versions", table.ManifestFileName(3, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commit(t, e.latest(t, "t").NewTxn().Append(frag(span(20, 1))))
+	p, _ := pm.Publisher("t")
+	waitFor(t, "publishing to stop", func() bool { return p.Stopped() != nil })
+	if err := p.Stopped(); !errors.Is(err, publish.ErrForeignVersion) {
+		t.Errorf("stopped with %v, want ErrForeignVersion", err)
+	}
+	if now, err := os.ReadFile(filepath.Join(loc, "_versions", table.ManifestFileName(3, true))); err != nil || string(now) != string(lance3) {
+		t.Errorf("LanceDB's version 3 was changed (%v)", err)
 	}
 }

@@ -38,6 +38,7 @@ type Publisher struct {
 
 	published atomic.Uint64 // newest version known to be in storage
 	head      atomic.Uint64 // newest version known in the log
+	stopped   atomic.Pointer[error]
 }
 
 // PublisherOptions tunes a Publisher. The zero value is usable.
@@ -67,6 +68,15 @@ func NewPublisher(l *declog.Log, ds string, cfg *cellguardpb.DatasetConfig, loc 
 // storage.
 func (p *Publisher) Published() uint64 { return p.published.Load() }
 
+// Stopped returns why the dataset's publishing stopped for good
+// (ErrForeignVersion, ErrUnpublishable), or nil while it runs.
+func (p *Publisher) Stopped() error {
+	if err := p.stopped.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
 // Run publishes every committed version after the newest one already in
 // storage, then follows the log until ctx ends. A store that fails is
 // retried without end (decisions keep flowing meanwhile: the committer
@@ -78,6 +88,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if errors.Is(err, ErrForeignVersion) || errors.Is(err, ErrUnpublishable) {
 		p.logger.Error("publishing stopped", "err", err)
 		p.metrics.stopped(p.ds)
+		p.stopped.Store(&err)
 	}
 	return err
 }
