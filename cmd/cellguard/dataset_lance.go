@@ -116,16 +116,16 @@ func showPublishing(ctx context.Context, nc *nats.Conn, prefix, ds string, head 
 		return nil
 	}
 	defer loc.Close()
-	latest, err := lancepub.LatestVersion(ctx, loc)
+	st, err := lancepub.ReadStatus(ctx, l, ds, loc)
 	if err != nil {
 		fmt.Fprintf(stdout, "published: unknown: %v\n", err)
 		return nil
 	}
-	lag := head - min(head, latest)
-	fmt.Fprintf(stdout, "published: version %d, lag %d\n", latest, lag)
-	if latest > head {
-		fmt.Fprintf(stdout, "warning: storage holds version %d beyond the log's head %d: a foreign writer; publishing has stopped\n", latest, head)
+	if st.Foreign {
+		fmt.Fprintf(stdout, "publishing stopped: version %d in storage (transaction %s) was not written by cellguard; the log's head is %d\n", st.Latest, st.TxnID, head)
+		return nil
 	}
+	fmt.Fprintf(stdout, "published: version %d, lag %d\n", st.Latest, head-min(head, st.Latest))
 	return nil
 }
 

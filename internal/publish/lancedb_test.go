@@ -355,4 +355,12 @@ func TestLanceDBStaleWriterRebasesOverPublished(t *testing.T) {
 	if now, err := os.ReadFile(filepath.Join(loc, "_versions", table.ManifestFileName(3, true))); err != nil || string(now) != string(lance3) {
 		t.Errorf("LanceDB's version 3 was changed (%v)", err)
 	}
+	l, err := publish.OpenLocation(context.Background(), loc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if st, err := publish.ReadStatus(context.Background(), e.log, "t", l); err != nil || !st.Foreign || st.Latest != 3 {
+		t.Errorf("ReadStatus = %+v, %v; want version 3, foreign", st, err)
+	}
 }
