@@ -26,18 +26,18 @@ import (
 // dataset's consumer pins one of them, and the fenced append keeps any other
 // from writing.
 type Committer struct {
-	cfg      Config
-	sc       subject.Scheme
-	log      *slog.Logger
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	txn      jetstream.Stream
-	dec      jetstream.Stream
-	obj      jetstream.ObjectStore
-	dl       *declog.Log // the decision log over dec and obj
-	metrics  *metrics
-	dvStores deletionStores // dataset locations, opened on first use
-	policy   evaluator.DeletionPolicy
+	cfg     Config
+	sc      subject.Scheme
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	txn     jetstream.Stream
+	dec     jetstream.Stream
+	obj     jetstream.ObjectStore
+	dl      *declog.Log // the decision log over dec and obj
+	metrics *metrics
+	dvLocs  deletionStores // dataset locations, opened on first use
+	policy  evaluator.DeletionPolicy
 
 	ready   atomic.Bool
 	mu      sync.Mutex
@@ -118,7 +118,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
-	c.dvStores.close()
+	c.dvLocs.close()
 	return runErr
 }
 

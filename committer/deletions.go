@@ -108,7 +108,7 @@ func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {
 	if loc == "" {
 		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.ds)
 	}
-	return d.c.dvStores.open(ctx, loc)
+	return d.c.dvLocs.open(ctx, loc)
 }
 
 // writeDeletions writes the deletion files the batch's rebases produced,

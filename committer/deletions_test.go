@@ -21,7 +21,7 @@ func TestDeletionsThroughLocation(t *testing.T) {
 	ctx := context.Background()
 	loc := filepath.Join(t.TempDir(), "t.lance")
 	c := &Committer{cfg: Config{DatasetRoot: t.TempDir()}}
-	defer c.dvStores.close()
+	defer c.dvLocs.close()
 	st := newState("ds", limits{}, nil)
 	st.cfg = &cellguardpb.DatasetConfig{Location: loc}
 	w := &worker{c: c, st: st, ds: "ds"}

@@ -65,8 +65,10 @@ type state struct {
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	journal    []string
-	evicted    uint64                     // versions ≤ evicted are out of the window
-	cfg        *cellguardpb.DatasetConfig // from the first committed record; nil before creation
+	evicted    uint64 // versions ≤ evicted are out of the window
+	// cfg is the dataset's configuration, from its first committed
+	// record (readers.go); nil before creation.
+	cfg *cellguardpb.DatasetConfig
 }
 
 func newState(ds string, lim limits, older history) *state {
