@@ -187,3 +187,70 @@ func TestAdoptRefusals(t *testing.T) {
 		t.Error("a refused adoption left a dataset behind")
 	}
 }
+
+// TestAdoptedDeletionsMergeThroughLocation: LanceDB deletes a row (an
+// .arrow deletion file), cellguard adopts the table, and two cellguard
+// deletes read at the same version land on the same fragment: the second
+// is rebased, which makes the committer read the deletion files (Lance's
+// .arrow and our .bin) through the dataset's location and write the
+// merged one there. LanceDB reads the result.
+func TestAdoptedDeletionsMergeThroughLocation(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	loc := filepath.Join(root, "t.lance")
+	m := &model{rows: map[int64]*row{}}
+	var created struct{ Version uint64 }
+	lancedbtest.Run(t, lancedbtest.Prelude+createTableJS, map[string]any{
+		"dir": root, "table": "t", "first": lanceRows(m, span(0, 6)), "second": lanceRows(m, span(6, 4)), "deleteWhere": "id = 1",
+	}, &created)
+	delete(m.rows, 1)
+	if created.Version != 3 {
+		t.Fatalf("LanceDB made version %d, want 3", created.Version)
+	}
+	if arrows, _ := filepath.Glob(filepath.Join(loc, "_deletions", "*.arrow")); len(arrows) != 1 {
+		t.Fatalf("LanceDB wrote deletion files %v, want one .arrow", arrows)
+	}
+
+	e := newEnv(t, committer.Config{})
+	pm := e.runManager(t)
+	if _, err := publish.Adopt(ctx, e.pc, "t", loc); err != nil {
+		t.Fatal(err)
+	}
+	store, err := data.Open(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	snap := e.latest(t, "t")
+	frag0 := firstFragment(t, snap.Manifest())
+	a, b := snap.NewTxn(), snap.NewTxn()
+	if err := a.DeleteRows(ctx, store, frag0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteRows(ctx, store, frag0, 4); err != nil {
+		t.Fatal(err)
+	}
+	e.commit(t, a)
+	v := e.commit(t, b) // read at 3, lands on 4: deletion vectors merged
+	delete(m.rows, 3)
+	delete(m.rows, 4)
+	head := e.latest(t, "t").Manifest()
+	f, _ := head.Fragment(frag0)
+	if n := f.DeletionFile().GetNumDeletedRows(); n != 3 {
+		t.Fatalf("merged deletion file holds %d rows, want 3", n)
+	}
+	waitPublished(t, pm, "t", v)
+
+	var out struct {
+		Versions []uint64 `json:"versions"`
+		At       map[string]struct {
+			Count int              `json:"count"`
+			Rows  []map[string]any `json:"rows"`
+		} `json:"at"`
+	}
+	lancedbtest.Run(t, lancedbtest.Prelude+readVersionsJS, map[string]any{"dir": root, "table": "t", "maxRows": 1000}, &out)
+	got := out.At[strconv.FormatUint(v, 10)]
+	if want := m.want(t); got.Count != len(want) || !reflect.DeepEqual(got.Rows, want) {
+		t.Errorf("version %d: LanceDB read %d rows\n%v\nwant %d\n%v", v, got.Count, got.Rows, len(want), want)
+	}
+}
