@@ -64,6 +64,13 @@ func TestAdoptLanceDBTable(t *testing.T) {
 	if v != 2 {
 		t.Fatalf("adopted version %d, want 2", v)
 	}
+	r, err := committer.NewReader(ctx, e.pc.Conn(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := r.Datasets(ctx); err != nil || len(ds) != 1 || ds[0].Head != 2 {
+		t.Errorf("Datasets after adoption = %+v, %v; want t at head 2", ds, err)
+	}
 	snap := e.latest(t, "t")
 	if snap.Version() != 2 || snap.Manifest().NumFragments() != 2 {
 		t.Fatalf("adopted head: version %d with %d fragments", snap.Version(), snap.Manifest().NumFragments())
