@@ -89,6 +89,10 @@ func bucketURL(s string, create bool) (string, string, error) {
 		// Write no .attrs sidecar files: Lance readers would list them.
 		q.Set("metadata", "skip")
 		q.Set("create_dir", "true")
+		// Stage writes next to their target ({name}.{hex}.tmp, which no
+		// Lance reader takes for a version), not in $TMPDIR: a rename
+		// across file systems fails.
+		q.Set("no_tmp_dir", "true")
 	case strings.Trim(u.Path, "/") != "":
 		q.Set("prefix", strings.Trim(u.Path, "/")+"/"+q.Get("prefix"))
 		u.Path = ""
