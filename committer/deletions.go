@@ -92,12 +92,12 @@ type datasetDeletions struct {
 }
 
 // DeletionVector implements table.DeletionVectors.
-func (d datasetDeletions) DeletionVector(fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
-	s, err := d.store(context.Background())
+func (d datasetDeletions) DeletionVector(ctx context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+	s, err := d.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.read.Deleted(context.Background(), fragmentID, df)
+	return s.read.DeletionVector(ctx, fragmentID, df)
 }
 
 func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {

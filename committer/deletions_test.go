@@ -36,7 +36,7 @@ func TestDeletionsThroughLocation(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(loc, "_deletions", "7-3-42.bin")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := datasetDeletions{c: c, st: st}.DeletionVector(7, df)
+	got, err := datasetDeletions{c: c, st: st}.DeletionVector(ctx, 7, df)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestDeletionsThroughLocation(t *testing.T) {
 		t.Errorf("read back %v, want %v", got, rows)
 	}
 	missing := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_ARROW_ARRAY, ReadVersion: 3, Id: 43, NumDeletedRows: 1}
-	if _, err := (datasetDeletions{c: c, st: st}).DeletionVector(7, missing); !errors.Is(err, data.ErrNotFound) {
+	if _, err := (datasetDeletions{c: c, st: st}).DeletionVector(ctx, 7, missing); !errors.Is(err, data.ErrNotFound) {
 		t.Errorf("missing deletion file: err %v, want data.ErrNotFound", err)
 	}
 
@@ -57,7 +57,7 @@ func TestDeletionsThroughLocation(t *testing.T) {
 		t.Errorf("location under an s3 root = %q", got)
 	}
 	c.cfg.DatasetRoot = ""
-	if _, err := (datasetDeletions{c: c, st: st}).DeletionVector(7, df); err == nil {
+	if _, err := (datasetDeletions{c: c, st: st}).DeletionVector(ctx, 7, df); err == nil {
 		t.Error("no location and no root: read succeeded")
 	}
 }

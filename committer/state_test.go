@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"testing"
 
 	"cellguard/proto/cellguardpb"
@@ -14,14 +15,14 @@ type memHistory struct {
 	txns map[uint64]*lancepb.Transaction
 }
 
-func (h *memHistory) Manifest(v uint64) (*table.Manifest, error) {
+func (h *memHistory) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
 	if m, ok := h.ms[v]; ok {
 		return m, nil
 	}
 	return nil, table.ErrVersionNotFound
 }
 
-func (h *memHistory) Committed(v uint64) (*lancepb.Transaction, error) {
+func (h *memHistory) Committed(_ context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := h.txns[v]; ok {
 		return t, nil
 	}
@@ -36,7 +37,7 @@ func decideAll(t *testing.T, st *state, h *memHistory, txns ...*lancepb.Transact
 	for _, txn := range txns {
 		m := st.mark()
 		seq := st.lastTxnSeq + 1
-		v := st.decide(staged{seq: seq, data: mustMarshal(t, txn)})
+		v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
 		if v.skip {
 			out = append(out, v)
 			continue
@@ -83,7 +84,7 @@ func TestStateWindowRetentionRollback(t *testing.T) {
 	// A provisional batch rolled back leaves no trace.
 	m := st.mark()
 	id := newUUID()
-	v := st.decide(staged{seq: st.lastTxnSeq + 1, data: mustMarshal(t, appendTxn(id, 10))})
+	v := st.decide(t.Context(), staged{seq: st.lastTxnSeq + 1, data: mustMarshal(t, appendTxn(id, 10))})
 	if v.next == nil || st.headVersion() != 11 || !st.decided.has(id) {
 		t.Fatalf("provisional decision: %v", v.rec)
 	}

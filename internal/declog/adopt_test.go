@@ -14,6 +14,7 @@ import (
 // TestReplayAdoption: an adoption record starts a dataset at the adopted
 // version, only as its first record, and the next record follows it.
 func TestReplayAdoption(t *testing.T) {
+	ctx := t.Context()
 	five := uint32(0)
 	adopted := &lancepb.Manifest{Fields: schema, Fragments: []*lancepb.DataFragment{fragment("a.lance")}, Version: 5, MaxFragmentId: &five}
 	raw, err := proto.Marshal(adopted)
@@ -34,20 +35,20 @@ func TestReplayAdoption(t *testing.T) {
 	}
 	adoption := rec(5, &cellguardpb.Decision{Dataset: "ds", TxnUuid: txn.Uuid, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED,
 		Version: 5, Transaction: tb, AdoptedManifest: raw})
-	m, got, err := declog.Replay(nil, adoption, nil)
+	m, got, err := declog.Replay(ctx, nil, adoption, nil)
 	if err != nil || m.Version() != 5 || got.GetUuid() != txn.Uuid {
 		t.Fatalf("Replay(adoption) = %v, %v, %v", m, got, err)
 	}
 	next := committed(t, "ds", 6)
-	m6, _, err := declog.Replay(m, rec(6, next), nil)
+	m6, _, err := declog.Replay(ctx, m, rec(6, next), nil)
 	if err != nil || m6.Version() != 6 || m6.NumFragments() != 2 {
 		t.Fatalf("Replay(version 6 after adoption) = %v, %v", m6, err)
 	}
-	if _, _, err := declog.Replay(m, adoption, nil); !errors.Is(err, declog.ErrMalformedRecord) {
+	if _, _, err := declog.Replay(ctx, m, adoption, nil); !errors.Is(err, declog.ErrMalformedRecord) {
 		t.Errorf("adoption as a later record: %v, want ErrMalformedRecord", err)
 	}
 	adoption.Version = 4
-	if _, _, err := declog.Replay(nil, adoption, nil); err == nil {
+	if _, _, err := declog.Replay(ctx, nil, adoption, nil); err == nil {
 		t.Error("adoption recording another version than its manifest: no error")
 	}
 	bad := &lancepb.Transaction{TransactionProperties: map[string]string{declog.AdoptProperty: "not base64!"}}

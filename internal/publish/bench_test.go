@@ -32,7 +32,7 @@ func BenchmarkPublishVersion(b *testing.B) {
 			b.ResetTimer()
 			var bytes int
 			for i := range b.N {
-				next, err := table.Apply(m, &lancepb.Transaction{ReadVersion: m.Version(), Uuid: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+				next, err := table.Apply(ctx, m, &lancepb.Transaction{ReadVersion: m.Version(), Uuid: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 					Operation: txn.Operation}, nil)
 				if err != nil {
 					b.Fatal(err)
@@ -73,7 +73,7 @@ func benchTable(b *testing.B, n int) (*table.Manifest, *lancepb.Transaction) {
 		frags = append(frags, frag(i))
 	}
 	overwrite := &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: fields, Fragments: frags}}
-	m, err := table.Apply(nil, &lancepb.Transaction{Uuid: "11111111-0000-4000-8000-000000000000", Operation: overwrite}, nil)
+	m, err := table.Apply(context.Background(), nil, &lancepb.Transaction{Uuid: "11111111-0000-4000-8000-000000000000", Operation: overwrite}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

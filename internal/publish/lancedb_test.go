@@ -23,6 +23,7 @@ import (
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/rejection"
 	"cellguard/table"
 	"cellguard/table/data"
 )
@@ -214,7 +215,7 @@ func TestLanceDBReadsPublishedVersions(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Reason != cellguardpb.Reason_UNSUPPORTED_BY_READERS {
 		t.Fatalf("overlay on a lance8 dataset: err %v, want rejection UNSUPPORTED_BY_READERS", err)
 	}
-	if producer.Retryable(rej.Reason) {
+	if rejection.Retryable(rej.Reason) {
 		t.Errorf("%s is retryable", rej.Reason)
 	}
 

@@ -107,7 +107,7 @@ func (p *Publisher) run(ctx context.Context) error {
 	var m *table.Manifest
 	var seq uint64
 	if start > 0 {
-		if m, seq, err = p.log.Load(ctx, p.ds, start, p.older(ctx)); err != nil {
+		if m, seq, err = p.log.Load(ctx, p.ds, start, p.log.Versions(p.ds)); err != nil {
 			return err
 		}
 	}
@@ -117,7 +117,7 @@ func (p *Publisher) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		next, txn, err := declog.Replay(m, r, p.older(ctx))
+		next, txn, err := declog.Replay(ctx, m, r, p.log.Versions(p.ds))
 		if err != nil {
 			return err
 		}
@@ -229,25 +229,4 @@ func (p *Publisher) Publish(ctx context.Context, m *table.Manifest, txn *lancepb
 		p.logger.Warn("write latest_version_hint.json", "version", m.Version(), "err", err)
 	}
 	return nil
-}
-
-// older serves Restore's earlier versions from the log.
-func (p *Publisher) older(ctx context.Context) table.Versions {
-	return logVersions{ctx: ctx, log: p.log, ds: p.ds}
-}
-
-// logVersions is a table.Versions over the decision log. It holds a
-// context because table.Versions has no context parameter.
-type logVersions struct {
-	ctx context.Context
-	log *declog.Log
-	ds  string
-}
-
-func (v logVersions) Manifest(version uint64) (*table.Manifest, error) {
-	m, _, err := v.log.Load(v.ctx, v.ds, version, v)
-	if errors.Is(err, declog.ErrNoVersion) {
-		return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
-	}
-	return m, err
 }
