@@ -1,6 +1,8 @@
 package committer
 
 import (
+	"context"
+
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
@@ -38,11 +40,17 @@ func (s *state) adopt(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verd
 	return verdict{rec: rec, next: m, txn: txn}, nil
 }
 
-// padVersions makes room in versionSeq for the versions before an adopted
-// first version, which are not in the log (their entries stay 0: not
-// available).
+// padVersions starts the version index at an adopted first version: the
+// versions before it are not in the log.
 func (s *state) padVersions(first uint64) {
-	if len(s.versionSeq) == 0 && first > 1 {
-		s.versionSeq = make([]uint64, first-1)
+	if s.versionSeq.top() == 0 && first > 1 {
+		s.versionSeq.start(first)
 	}
+}
+
+// adoption reports whether the committed record r (read headers only)
+// is an adoption; a record that cannot be read is not.
+func (c *Committer) adoption(ctx context.Context, r declog.Record) bool {
+	full, err := c.record(ctx, r.Seq)
+	return err == nil && full.Decision.GetAdoptedManifest() != nil
 }
