@@ -26,6 +26,12 @@
 //     newest trusted checkpoint and the log tail.
 //   - [Log.Find] looks a transaction's decision up by uuid;
 //     [Log.VersionSeq] finds the record of a version.
+//   - [Log.Config] reads a dataset's configuration (where it is
+//     published, which readers it serves) from its first committed
+//     record; [SetConfig]/[ConfigOf] carry it on the creating transaction.
+//     An adoption record ([SetAdoption], [AdoptionOf]) starts a dataset at
+//     the version of a Lance table it adopts; [Replay] accepts it only as
+//     a dataset's first record.
 //   - [Log.Append] is the writer: a fenced, deduplicated append of one
 //     decision or an atomic batch, which fails with [ErrFenced] when the
 //     log moved past the sequence the writer expected.
