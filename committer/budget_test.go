@@ -2,7 +2,9 @@ package committer
 
 import (
 	"testing"
+	"time"
 
+	"cellguard/internal/natstest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -118,5 +120,53 @@ func TestCacheBudgetKeepsDecisions(t *testing.T) {
 	}
 	if outcomes[cellguardpb.Outcome_OUTCOME_REJECTED] == 0 {
 		t.Error("the sequence has no rejection: it does not test stale reads")
+	}
+}
+
+// TestCacheBudgetAcrossDatasets runs a committer whose cache budget is one
+// byte: every batch asks the other datasets to drop their caches, and each
+// dataset's stale transactions are then decided from checkpoints and the
+// log. Every transaction still commits, in order, once.
+func TestCacheBudgetAcrossDatasets(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	cfg.CacheBytes = 1
+	r := start(t, srv.URL(), cfg)
+	datasets := []string{"alpha", "beta", "gamma"}
+	staged := map[string][]string{}
+	note := func(ds, id string, txn *lancepb.Transaction) {
+		staged[ds] = append(staged[ds], id)
+		stage(t, js, ds, id, mustMarshal(t, txn))
+	}
+	for _, ds := range datasets {
+		id := newUUID()
+		note(ds, id, createTxn(id))
+	}
+	for v := uint64(1); v <= 10; v++ {
+		for _, ds := range datasets {
+			id := newUUID()
+			note(ds, id, appendTxn(id, v))
+		}
+	}
+	for _, ds := range datasets {
+		waitVersion(t, js, ds, 11)
+	}
+	for _, ds := range datasets { // read long ago: rebased over what came since
+		id := newUUID()
+		note(ds, id, appendTxn(id, 2))
+		id = newUUID()
+		note(ds, id, withPre(appendTxn(id, 3), cellsUnchanged([]int32{1}, wholeFragment(0))))
+	}
+	for _, ds := range datasets {
+		waitVersion(t, js, ds, 13)
+		checkLog(t, readLog(t, js, ds), staged[ds])
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.c.budget.used() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("caches hold %d bytes against a 1-byte budget", r.c.budget.used())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
