@@ -554,11 +554,12 @@ func (s *state) dropManifest(v uint64) {
 
 // manifestCost approximates the memory a manifest in the window keeps
 // alive that no later manifest shares: the fragment-trie nodes on the
-// paths its successor changed (32-slot nodes of a few hundred bytes, a
-// few levels deep, in several maps) and the version's own header. The
+// paths its successor changed (compressed nodes of up to a few hundred
+// bytes, a few levels deep, in two maps) and the version's own header. The
 // successor's encoded transaction size stands in for how much changed.
-// The constants come from BenchmarkResidentDatasets (about 7 KiB for a
-// one-fragment append).
+// The constants were measured with BenchmarkResidentDatasets when trie
+// nodes were full 32-slot arrays (about 7 KiB for a one-fragment append);
+// with compressed nodes they overestimate, which errs on the safe side.
 func manifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }
 
 // replay folds one record of the decision log into the state, as when
