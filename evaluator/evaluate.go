@@ -163,7 +163,7 @@ func (ev *evaluation) fragment(ctx context.Context, i int, fs []fieldState, fr f
 	switch {
 	case !ok:
 		whole = finding{reason: FragmentRemoved, detail: fmt.Sprintf("fragment %d is not in version %d", fr.id, ev.h.Version())}
-	case (fp == fh || fp.Proto() == fh.Proto()) && ev.sameBases():
+	case table.SameFragment(fp, fh) && ev.sameBases():
 		unchanged = true
 	case fp.PhysicalRows() != fh.PhysicalRows():
 		whole = finding{reason: FragmentRemoved, detail: fmt.Sprintf("fragment %d was replaced by another with %d physical rows (was %d)",

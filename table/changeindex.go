@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"google.golang.org/protobuf/proto"
-
 	"cellguard/proto/lancepb"
 )
 
@@ -68,7 +66,7 @@ const (
 	changeCost  = 40 // a fragChange and its share of the slice
 	stepCost    = 64 // an indexStep, its slice header and the uuid string header
 	historyCost = 64 // a fragHistory and its map slot
-	fragCost    = 48 // a Fragment wrapper and the message header beyond its encoded size
+	fragCost    = 64 // a Fragment (wrapper and slice header) beyond its encoded size
 )
 
 // ErrIndexGap reports an Advance with a manifest that is not the version
@@ -186,7 +184,7 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 }
 
 func sameEntry(x, y entry) bool {
-	return x.frag == y.frag || x.frag.Proto() == y.frag.Proto()
+	return SameFragment(x.frag, y.frag)
 }
 
 // SameBasePaths reports whether two base path lists define the same ids,
@@ -231,7 +229,7 @@ func fragBytes(f *Fragment) int {
 	if f == nil {
 		return 0
 	}
-	return fragCost + proto.Size(f.pb)
+	return fragCost + f.EncodedSize()
 }
 
 // compact forgets the oldest versions until the index fits its limits.

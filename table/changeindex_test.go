@@ -121,7 +121,7 @@ func checkViews(t *testing.T, ix *table.ChangeIndex, mans []*table.Manifest, ids
 		for id := range ids + 1 {
 			got, okG := w.Fragment(id)
 			want, okW := m.Fragment(id)
-			if okG != okW || okG && got.Proto() != want.Proto() {
+			if okG != okW || okG && !table.SameFragment(got, want) {
 				t.Fatalf("v%d fragment %d: view has (%v, %t), manifest (%v, %t)", v, id, got, okG, want, okW)
 			}
 		}
@@ -175,7 +175,7 @@ func TestChangeIndexChanges(t *testing.T) {
 			for v := after + 1; v <= head; v++ {
 				a, okA := h.mans[v-1].Fragment(id)
 				b, okB := h.mans[v].Fragment(id)
-				if okA != okB || okA && a.Proto() != b.Proto() || h.mans[v-1].Schema() != h.mans[v].Schema() ||
+				if okA != okB || okA && !table.SameFragment(a, b) || h.mans[v-1].Schema() != h.mans[v].Schema() ||
 					!table.SameBasePaths(h.mans[v-1].BasePaths(), h.mans[v].BasePaths()) {
 					want = append(want, v)
 				}

@@ -1,6 +1,8 @@
 package table
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	"cellguard/proto/lancepb"
 )
 
@@ -8,32 +10,119 @@ import (
 // files) for a field whose data moved to another file.
 const Tombstone int32 = -2
 
-// Fragment is one immutable fragment of a manifest. It wraps the protobuf
-// message, which must never be modified once wrapped: versions share it.
+// Fragment is one immutable fragment of a manifest. Versions share it.
+//
+// A committer keeps the head manifest of every active dataset resident, and
+// a decoded DataFragment (message, data file, slices) costs several times
+// its wire form. So a Fragment keeps the wire form and the few numbers the
+// fragment structures and row arithmetic need, and decodes the rest on
+// access: Proto, Files, Overlays, DeletionFile and Locate return a fresh
+// decoded copy. Only the named fragments of a transaction or precondition
+// are decoded, never a whole manifest. A message that cannot be encoded
+// (a string that is not UTF-8) is kept decoded instead.
 type Fragment struct {
-	pb *lancepb.DataFragment
+	id      uint64
+	rows    uint64
+	deleted uint64
+	has     parts                 // which optional parts it carries
+	enc     []byte                // wire form; nil when pb is kept
+	pb      *lancepb.DataFragment // only when the message cannot be encoded
 }
 
 // NewFragment wraps pb. The caller gives up the right to modify pb.
-func NewFragment(pb *lancepb.DataFragment) *Fragment { return &Fragment{pb: pb} }
+func NewFragment(pb *lancepb.DataFragment) *Fragment {
+	f := &Fragment{
+		id:      pb.GetId(),
+		rows:    pb.GetPhysicalRows(),
+		deleted: pb.GetDeletionFile().GetNumDeletedRows(),
+		has:     partsOf(pb),
+	}
+	enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(pb)
+	if err != nil {
+		f.pb = pb
+		return f
+	}
+	f.enc = enc
+	return f
+}
+
+// SameFragment reports whether a and b are the same fragment object: the
+// one a version shares with another, not merely an equal one. Nil fragments
+// are the same only as each other.
+func SameFragment(a, b *Fragment) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	if a.pb != nil || b.pb != nil {
+		return a.pb == b.pb
+	}
+	return len(a.enc) > 0 && len(a.enc) == len(b.enc) && &a.enc[0] == &b.enc[0]
+}
+
+// parts records which optional parts a fragment carries, for the feature
+// flag counts of its manifest.
+type parts uint8
+
+const (
+	hasDeletion parts = 1 << iota
+	hasRowIDs
+	hasOverlays
+)
+
+func partsOf(pb *lancepb.DataFragment) parts {
+	var p parts
+	if pb.GetDeletionFile() != nil {
+		p |= hasDeletion
+	}
+	if pb.GetRowIdSequence() != nil {
+		p |= hasRowIDs
+	}
+	if len(pb.GetOverlays()) > 0 {
+		p |= hasOverlays
+	}
+	return p
+}
 
 // ID returns the fragment id.
-func (f *Fragment) ID() uint64 { return f.pb.GetId() }
+func (f *Fragment) ID() uint64 { return f.id }
 
 // PhysicalRows returns the number of rows, deleted ones included.
-func (f *Fragment) PhysicalRows() uint64 { return f.pb.GetPhysicalRows() }
+func (f *Fragment) PhysicalRows() uint64 { return f.rows }
 
-// Proto returns the underlying message. Callers must not modify it.
-func (f *Fragment) Proto() *lancepb.DataFragment { return f.pb }
+// Proto returns the fragment as a message. It is decoded for this call
+// (or shared, when kept decoded); callers must not modify it.
+func (f *Fragment) Proto() *lancepb.DataFragment {
+	if f.pb != nil {
+		return f.pb
+	}
+	pb := &lancepb.DataFragment{}
+	if err := proto.Unmarshal(f.enc, pb); err != nil {
+		// enc came from Marshal of a valid message; this cannot happen.
+		panic("table: fragment wire form does not decode: " + err.Error())
+	}
+	return pb
+}
+
+// EncodedSize returns the bytes the fragment keeps resident for its
+// message: the wire form, or an estimate when kept decoded.
+func (f *Fragment) EncodedSize() int {
+	if f.pb != nil {
+		return proto.Size(f.pb)
+	}
+	return len(f.enc)
+}
 
 // Files returns the data files. Callers must not modify them.
-func (f *Fragment) Files() []*lancepb.DataFile { return f.pb.GetFiles() }
+func (f *Fragment) Files() []*lancepb.DataFile { return f.Proto().GetFiles() }
 
 // Overlays returns the overlay files, oldest first.
-func (f *Fragment) Overlays() []*lancepb.DataOverlayFile { return f.pb.GetOverlays() }
+func (f *Fragment) Overlays() []*lancepb.DataOverlayFile { return f.Proto().GetOverlays() }
 
 // DeletionFile returns the deletion file, or nil when no row is deleted.
-func (f *Fragment) DeletionFile() *lancepb.DeletionFile { return f.pb.GetDeletionFile() }
+func (f *Fragment) DeletionFile() *lancepb.DeletionFile { return f.Proto().GetDeletionFile() }
 
 // Location is where a field's base values live inside a fragment.
 type Location struct {
@@ -45,7 +134,7 @@ type Location struct {
 // Locate returns the data file and column that hold field id in f. A field no
 // live file holds reads as all NULL; Locate reports false for it.
 func (f *Fragment) Locate(id int32) (Location, bool) {
-	for _, df := range f.pb.GetFiles() {
+	for _, df := range f.Files() {
 		for i, fid := range df.GetFields() {
 			if fid != id {
 				continue
@@ -61,6 +150,4 @@ func (f *Fragment) Locate(id int32) (Location, bool) {
 }
 
 // LiveRows returns the number of rows not deleted.
-func (f *Fragment) LiveRows() uint64 {
-	return f.pb.GetPhysicalRows() - f.pb.GetDeletionFile().GetNumDeletedRows()
-}
+func (f *Fragment) LiveRows() uint64 { return f.rows - f.deleted }

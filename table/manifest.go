@@ -39,13 +39,13 @@ type fragmentCounts struct {
 
 func countsOf(f *Fragment) fragmentCounts {
 	var c fragmentCounts
-	if f.pb.GetDeletionFile() != nil {
+	if f.has&hasDeletion != 0 {
 		c.deletions = 1
 	}
-	if f.pb.GetRowIdSequence() != nil {
+	if f.has&hasRowIDs != 0 {
 		c.rowIDs = 1
 	}
-	if len(f.pb.GetOverlays()) > 0 {
+	if f.has&hasOverlays != 0 {
 		c.overlays = 1
 	}
 	return c
