@@ -40,11 +40,17 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	many := fs.Int("datasets", 1000, "datasets in the many-datasets run (0: skip)")
 	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets run")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
+	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	restoreLimit, err := setMemoryLimit(*memoryLimit)
+	if err != nil {
+		return err
+	}
+	defer restoreLimit()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "cellguard-bench-")
 		if err != nil {

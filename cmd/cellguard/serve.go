@@ -82,6 +82,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Datasets = strings.Split(*datasets, ",")
 	}
 	mem.apply(&cfg)
+	restoreLimit, err := setMemoryLimit(*mem.memoryLimit)
+	if err != nil {
+		return err
+	}
+	defer restoreLimit()
 	cfg.LanceRoot = *lanceRoot
 	c, err := committer.New(nc, cfg)
 	if err != nil {
