@@ -1,6 +1,9 @@
 package table
 
 import (
+	"hash/maphash"
+	"sync/atomic"
+
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
@@ -16,10 +19,10 @@ const Tombstone int32 = -2
 // a decoded DataFragment (message, data file, slices) costs several times
 // its wire form. So a Fragment keeps the wire form and the few numbers the
 // fragment structures and row arithmetic need, and decodes the rest on
-// access: Proto, Files, Overlays, DeletionFile and Locate return a fresh
-// decoded copy. Only the named fragments of a transaction or precondition
-// are decoded, never a whole manifest. A message that cannot be encoded
-// (a string that is not UTF-8) is kept decoded instead.
+// access (Proto, Files, Overlays, DeletionFile, Locate), keeping the latest
+// decoded ones in a small shared cache. Deciding decodes only the fragments
+// a transaction or precondition names, never a whole manifest. A message
+// that cannot be encoded (a string that is not UTF-8) is kept decoded.
 type Fragment struct {
 	id      uint64
 	rows    uint64
@@ -92,18 +95,38 @@ func (f *Fragment) ID() uint64 { return f.id }
 // PhysicalRows returns the number of rows, deleted ones included.
 func (f *Fragment) PhysicalRows() uint64 { return f.rows }
 
-// Proto returns the fragment as a message. It is decoded for this call
-// (or shared, when kept decoded); callers must not modify it.
+// Proto returns the fragment as a message. Callers must not modify it: it
+// may be shared with other callers (see decodedCache).
 func (f *Fragment) Proto() *lancepb.DataFragment {
 	if f.pb != nil {
 		return f.pb
+	}
+	slot := &decodedCache[maphash.Comparable(decodedSeed, f)%decodedSlots]
+	if d := slot.Load(); d != nil && d.f == f {
+		return d.pb
 	}
 	pb := &lancepb.DataFragment{}
 	if err := proto.Unmarshal(f.enc, pb); err != nil {
 		// enc came from Marshal of a valid message; this cannot happen.
 		panic("table: fragment wire form does not decode: " + err.Error())
 	}
+	slot.Store(&decoded{f: f, pb: pb})
 	return pb
+}
+
+// decodedCache keeps the most recently decoded fragments, one per slot of
+// a direct-mapped table shared by all manifests, so that an evaluation
+// asking a fragment for several fields (each a Locate) decodes it once.
+// It holds at most decodedSlots fragments alive (about 1 MiB).
+var decodedCache [decodedSlots]atomic.Pointer[decoded]
+
+const decodedSlots = 2048
+
+var decodedSeed = maphash.MakeSeed()
+
+type decoded struct {
+	f  *Fragment
+	pb *lancepb.DataFragment
 }
 
 // EncodedSize returns the bytes the fragment keeps resident for its

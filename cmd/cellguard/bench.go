@@ -143,12 +143,14 @@ func writeHeapProfile(path string) error {
 // memReport is the process's memory at one point.
 type memReport struct {
 	live, heap, rss, rssReleased uint64
+	stacks, runtime              uint64 // goroutine stacks; the runtime's other memory (GC metadata, spans, buffers)
+	goroutines                   int
 }
 
 func (m memReport) String() string {
 	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
-	return fmt.Sprintf("Go heap %.0f MiB (live %.0f MiB), RSS %.0f MiB; RSS %.0f MiB once free heap is returned to the OS",
-		mib(m.heap), mib(m.live), mib(m.rss), mib(m.rssReleased))
+	return fmt.Sprintf("Go heap %.0f MiB (live %.0f MiB), stacks %.0f MiB (%d goroutines), runtime %.0f MiB, RSS %.0f MiB; RSS %.0f MiB once free heap is returned to the OS",
+		mib(m.heap), mib(m.live), mib(m.stacks), m.goroutines, mib(m.runtime), mib(m.rss), mib(m.rssReleased))
 }
 
 // measureMemory reports the heap after a collection and the RSS, then the
@@ -161,6 +163,8 @@ func measureMemory() (memReport, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m.live = ms.HeapAlloc
+	m.stacks, m.goroutines = ms.StackInuse, runtime.NumGoroutine()
+	m.runtime = ms.MSpanInuse + ms.MCacheInuse + ms.BuckHashSys + ms.GCSys + ms.OtherSys
 	if path := os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE"); path != "" {
 		if err := writeHeapProfile(path); err != nil {
 			return m, err
