@@ -127,13 +127,21 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeHeapProfile writes the live heap, for `go tool pprof`.
+// writeHeapProfile writes the live heap to path and the goroutines (whose
+// stacks are memory too) to path.goroutines, for `go tool pprof`.
 func writeHeapProfile(path string) error {
+	if err := writeProfile("heap", path); err != nil {
+		return err
+	}
+	return writeProfile("goroutine", path+".goroutines")
+}
+
+func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}
