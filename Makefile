@@ -5,10 +5,15 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: certs demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
+
+## certs: a throw-away test CA, NATS server/client certificates and nkey seeds
+## (one per role) in deploy/secrets, for deploy/compose and deploy/nats.
+certs:
+	$(GO) run ./internal/tools/certs deploy/secrets
 
 ## demo: run the whole pipeline on an embedded NATS server.
 demo:

@@ -4,20 +4,27 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/credgen"
 )
 
 // TestDeployPermissions loads deploy/nats/accounts.conf into a real server
 // and proves the role split: the committer runs, a worker can stage and
 // read decisions but cannot append to the decision log.
 func TestDeployPermissions(t *testing.T) {
-	for _, role := range []string{"COMMITTER", "WORKER", "READER", "ADMIN"} {
-		t.Setenv("CELLGUARD_"+role+"_PASSWORD", "pw-"+role)
+	keys, err := credgen.Nkeys(t.TempDir(), credgen.Roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, k := range keys {
+		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_NKEY", k.Public)
 	}
 	accounts, err := os.ReadFile("../deploy/nats/accounts.conf")
 	if err != nil {
@@ -49,10 +56,9 @@ func TestDeployPermissions(t *testing.T) {
 	url := srv.ClientURL()
 
 	cfg := testConfig()
-	committerURL := "nats://committer:pw-COMMITTER@" + url[len("nats://"):]
-	start(t, committerURL, cfg)
+	start(t, url, cfg, nkeyOpt(t, keys["committer"].SeedFile))
 
-	wnc, err := nats.Connect(url, nats.UserInfo("worker", "pw-WORKER"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	wnc, err := nats.Connect(url, nkeyOpt(t, keys["worker"].SeedFile), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +86,13 @@ func TestDeployPermissions(t *testing.T) {
 	if got := readLog(t, wjs, ds); len(got) != 1 {
 		t.Errorf("decision log has %d records after the forgery attempt, want 1", len(got))
 	}
+}
+
+func nkeyOpt(t *testing.T, seedFile string) nats.Option {
+	t.Helper()
+	o, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"cellguard/internal/natsconn"
 )
 
 // connFlags are the flags every command that talks to NATS shares.
@@ -18,10 +20,10 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flag.FlagSet, defaultURL string) {
-	fs.StringVar(&c.url, "nats-url", envOr("CELLGUARD_NATS_URL", defaultURL), "NATS server URL(s), comma-separated (env CELLGUARD_NATS_URL)")
-	fs.StringVar(&c.creds, "creds", os.Getenv("CELLGUARD_NATS_CREDS"), "NATS credentials file (env CELLGUARD_NATS_CREDS)")
-	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate (env CELLGUARD_TLS_CERT)")
-	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key (env CELLGUARD_TLS_KEY)")
+	fs.StringVar(&c.url, "nats-url", envOr("CELLGUARD_NATS_URL", defaultURL), "NATS server URL(s), comma-separated (env CELLGUARD_NATS_URL); put no password in it, use --creds")
+	fs.StringVar(&c.creds, "creds", os.Getenv("CELLGUARD_NATS_CREDS"), "NATS credentials: a user .creds file or an nkey seed file (env CELLGUARD_NATS_CREDS)")
+	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate, with --tls-key (env CELLGUARD_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key, with --tls-cert (env CELLGUARD_TLS_KEY)")
 	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
 	fs.StringVar(&c.prefix, "prefix", envOr("CELLGUARD_PREFIX", "cg"), "subject prefix (env CELLGUARD_PREFIX)")
 }
@@ -33,26 +35,16 @@ func envOr(key, def string) string {
 	return def
 }
 
+func (c *connFlags) config() natsconn.Config {
+	return natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+}
+
+// redactedURL is the server list as it may appear in logs and messages.
+func (c *connFlags) redactedURL() string { return natsconn.Redact(c.url) }
+
 // connect dials the configured server with endless reconnects.
 func (c *connFlags) connect(name string) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.Timeout(5 * time.Second),
-	}
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
-	}
-	if c.tlsCert != "" || c.tlsKey != "" {
-		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
-	}
-	if c.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(c.tlsCA))
-	}
-	nc, err := nats.Connect(c.url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", c.url, err)
-	}
-	return nc, nil
+	return c.config().Connect(name)
 }
 
 // embedded starts the in-process JetStream server of `serve`: file store

@@ -59,7 +59,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		n++
 		go func() { errs <- rej.Run(ctx, t.rejected) }()
 	}
-	fmt.Fprintf(stderr, "tailing %s on %s (Ctrl-C to stop)\n", ds, cf.url)
+	fmt.Fprintf(stderr, "tailing %s on %s (Ctrl-C to stop)\n", ds, cf.redactedURL())
 	var first error
 	for range n {
 		if err := <-errs; err != nil && first == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"cellguard/committer"
+	"cellguard/internal/natsconn"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -88,7 +89,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stopHTTP()
 	}
-	log.Info("serving", "nats", url)
+	log.Info("serving", "nats", natsconn.Redact(url))
 	err = c.Run(ctx)
 	if err == nil {
 		// Graceful: Run finished the batches in hand; make sure the acks left.
