@@ -24,6 +24,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"cellguard/internal/natsconn"
+
 	_ "gocloud.dev/blob/s3blob" // s3:// dataset roots; the SDKs leave the choice of drivers to the program
 )
 
@@ -39,7 +41,7 @@ func main() {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "cellguard:", err)
+	fmt.Fprintln(os.Stderr, "cellguard:", natsconn.RedactAll(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprint(os.Stderr, usage)

@@ -128,8 +128,10 @@ func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line passes the redactor: no URL password or nkey seed is logged,
+	// whichever package produced the message.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(natsconn.RedactingHandler(slog.NewJSONHandler(w, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return slog.New(natsconn.RedactingHandler(slog.NewTextHandler(w, opts))), nil
 }

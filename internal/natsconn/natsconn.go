@@ -16,9 +16,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,60 +94,4 @@ func (c Config) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect %s: %s", Redact(c.URL), RedactText(err.Error(), c.URL))
 	}
 	return nc, nil
-}
-
-// Redact returns the comma-separated URL list with every password or
-// token replaced by "xxxxx" (as nats.go's ConnectedUrlRedacted does).
-// Strings that do not parse as URLs are returned with anything before an
-// '@' redacted.
-func Redact(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		parts[i] = redactOne(strings.TrimSpace(p))
-	}
-	return strings.Join(parts, ",")
-}
-
-func redactOne(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" {
-		if at := strings.LastIndex(s, "@"); at >= 0 {
-			return "xxxxx" + s[at:]
-		}
-		return s
-	}
-	if u.User == nil {
-		return s
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else {
-		u.User = url.User("xxxxx") // a bare token
-	}
-	return u.String()
-}
-
-// RedactText removes from text every secret that the URL list carries
-// (passwords and tokens), wherever it appears.
-func RedactText(text, urls string) string {
-	for _, s := range secrets(urls) {
-		text = strings.ReplaceAll(text, s, "xxxxx")
-	}
-	return text
-}
-
-func secrets(urls string) []string {
-	var out []string
-	for _, p := range strings.Split(urls, ",") {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || u.User == nil {
-			continue
-		}
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			out = append(out, pw, url.QueryEscape(pw))
-		} else if tok := u.User.Username(); tok != "" && !ok {
-			out = append(out, tok)
-		}
-	}
-	return out
 }

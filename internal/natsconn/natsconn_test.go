@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,28 @@ func TestCredsFiles(t *testing.T) {
 		if _, err := (Config{Creds: f}).Options(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err %v, want ErrConfig", f, err)
 		}
+	}
+}
+
+func TestRedactAll(t *testing.T) {
+	seed := "SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM"
+	in := "connect nats://committer:s3cret@n1:4222 and tls://tok@n2:4222 failed; seed " + seed
+	got := RedactAll(in)
+	for _, secret := range []string{"s3cret", "tok@", seed} {
+		if strings.Contains(got, secret) {
+			t.Errorf("RedactAll left %q: %s", secret, got)
+		}
+	}
+	if !strings.Contains(got, "nats://committer:xxxxx@n1:4222") {
+		t.Errorf("RedactAll lost the user name or host: %s", got)
+	}
+}
+
+func TestRedactingHandler(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(RedactingHandler(slog.NewTextHandler(&b, nil))).With("url", "nats://u:p4ss@h:1")
+	log.Info("dial nats://u:p4ss@h:1", "err", errors.New("bad nats://u:p4ss@h:1"), slog.Group("g", "u", "nats://u:p4ss@h:1"))
+	if strings.Contains(b.String(), "p4ss") {
+		t.Errorf("logged a password: %s", b.String())
 	}
 }
