@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"cellguard/committer"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
@@ -37,6 +38,13 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	// A refusal by the server (the role lacks a permission) ends the verb
+	// at once with an error naming the subject.
+	ctx, done := natsperm.For(nc).Guard(ctx)
+	return done(datasetVerb(ctx, nc, &cf, verb, pos, *schema, *from, *wait, stdout))
+}
+
+func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string, pos []string, schema string, from uint64, wait time.Duration, stdout io.Writer) error {
 	var name string
 	if len(pos) > 0 {
 		name = pos[0]
@@ -48,7 +56,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	}
 	switch verb {
 	case "create":
-		return datasetCreate(ctx, nc, cf.prefix, name, *schema, *wait, stdout)
+		return datasetCreate(ctx, nc, cf.prefix, name, schema, wait, stdout)
 	case "list":
 		r, err := committer.NewReader(ctx, nc, cf.prefix)
 		if err != nil {
@@ -102,7 +110,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 		if err != nil {
 			return err
 		}
-		return r.Log(ctx, name, *from, func(seq uint64, rec *cellguardpb.Decision) error {
+		return r.Log(ctx, name, from, func(seq uint64, rec *cellguardpb.Decision) error {
 			fmt.Fprintln(stdout, formatDecision(seq, rec))
 			return nil
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cellguard/events"
+	"cellguard/internal/natsperm"
 )
 
 // eventsCmd runs `cellguard events tail DATASET`.
@@ -41,6 +42,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	t := &tailer{out: stdout}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ctx, done := natsperm.For(nc).Guard(ctx)
 	errs := make(chan error, 2)
 	n := 0
 	if *what != "rejections" {
@@ -67,7 +69,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			cancel()
 		}
 	}
-	return first
+	return done(first)
 }
 
 // tailer prints both feeds, one line per event.
