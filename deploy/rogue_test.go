@@ -199,10 +199,13 @@ func createDataset(t *testing.T, nc *nats.Conn, name string) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	fields := []*lancepb.Field{{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF}}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := pc.Commit(ctx, producer.Create(name, fields)); err != nil {
+	if _, err := pc.Commit(ctx, producer.Create(name, idFields())); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
+}
+
+func idFields() []*lancepb.Field {
+	return []*lancepb.Field{{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF}}
 }

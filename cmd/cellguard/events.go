@@ -24,13 +24,14 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cf.register(fs, "nats://127.0.0.1:4222")
 	from := fs.Uint64("from", 0, "first version to print (1: the whole history; 0: only new versions)")
 	what := fs.String("show", "all", "what to print: all, versions or rejections")
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageError{"events tail: want one dataset name"}
 	}
-	ds := fs.Arg(0)
+	ds := pos[0]
 	if *what != "all" && *what != "versions" && *what != "rejections" {
 		return usageError{"events tail: --show must be all, versions or rejections"}
 	}
