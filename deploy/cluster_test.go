@@ -1,6 +1,3 @@
-// Package deploy holds no code: its tests start the shipped NATS
-// configuration (deploy/nats) as a real 3-node cluster on loopback and
-// check the deployment files (alert rules, Kubernetes manifests).
 package deploy
 
 import (

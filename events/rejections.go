@@ -158,7 +158,7 @@ func (q *Rejections) filter() string {
 // refuses for lack of permission ends Run at once with an error matching
 // ErrPermission.
 func (q *Rejections) Run(ctx context.Context, h RejectionHandler) error {
-	gctx, done := natsperm.For(q.nc).Guard(ctx, "$JS.>", q.filter())
+	gctx, done := natsperm.For(q.nc).Guard(ctx, append([]string{q.filter()}, natsperm.JetStream...)...)
 	return done(q.run(gctx, h))
 }
 

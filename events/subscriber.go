@@ -95,7 +95,7 @@ func NewSubscriber(nc *nats.Conn, cfg Config) (*Subscriber, error) {
 // A read the server refuses for lack of permission ends Run at once with
 // an error matching ErrPermission.
 func (s *Subscriber) Run(ctx context.Context, h Handler) error {
-	gctx, done := natsperm.For(s.nc).Guard(ctx, "$JS.>", "$O.>", s.sc.DecOf(s.cfg.Dataset))
+	gctx, done := natsperm.For(s.nc).Guard(ctx, append([]string{s.sc.DecOf(s.cfg.Dataset)}, natsperm.JetStream...)...)
 	return done(s.runGuarded(gctx, h))
 }
 

@@ -127,7 +127,7 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 // connection to the JetStream API can end this one too: the server does
 // not say which request it refused, only the subject.
 func (c *Client) guard(ctx context.Context, ds string) (context.Context, func(error) error) {
-	return natsperm.For(c.nc).Guard(ctx, c.sc.Txn(ds), c.sc.DecOf(ds), "$JS.API.>", "$O.>")
+	return natsperm.For(c.nc).Guard(ctx, append([]string{c.sc.Txn(ds), c.sc.DecOf(ds)}, natsperm.JetStream...)...)
 }
 
 // streams returns the decision log and staging streams.

@@ -40,7 +40,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	defer cancel()
 	// A refusal by the server (the role lacks a permission) ends the verb
 	// at once with an error naming the subject.
-	ctx, done := natsperm.For(nc).Guard(ctx)
+	ctx, done := natsperm.For(nc).Guard(ctx, append([]string{cf.prefix + ".>"}, natsperm.JetStream...)...)
 	return done(datasetVerb(ctx, nc, &cf, verb, pos, *schema, *from, *wait, stdout))
 }
 

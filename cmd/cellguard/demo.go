@@ -18,7 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 
 	"cellguard/committer"
 	"cellguard/producer"
@@ -117,7 +116,8 @@ type demoRun struct {
 	cfg    demoConfig
 	out    io.Writer
 	url    string
-	root   string // directory of the datasets' files
+	srv    *embeddedServer // connect through srv.connect: the embedded server has the roles of production
+	root   string          // directory of the datasets' files
 	store  *data.Store
 	schema *table.Schema
 	start  time.Time
@@ -209,7 +209,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	d.url = srv.ClientURL()
+	d.url, d.srv = srv.ClientURL(), srv
 	root := filepath.Join(dir, "datasets")
 	d.root = root
 	if d.store, err = data.Open(ctx, filepath.Join(root, demoDataset)); err != nil {
@@ -233,7 +233,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		return demoResult{}, err
 	}
 	defer stopCommitter()
-	nc, err := nats.Connect(d.url, nats.Name("cellguard-demo"))
+	nc, err := d.srv.connect("worker", "cellguard-demo")
 	if err != nil {
 		return demoResult{}, err
 	}
@@ -260,7 +260,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 
 // runCommitter starts the committer on its own connection.
 func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error) {
-	nc, err := nats.Connect(d.url, nats.Name("cellguard-committer"))
+	nc, err := d.srv.connect("committer", "cellguard-committer")
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (d *demoRun) loop(ctx context.Context, pc *producer.Client) (demoResult, er
 	defer stopUpdater()
 	up := &demoUpdater{d: d, rng: rand.New(rand.NewPCG(d.cfg.seed, 2))}
 	updaterDone := make(chan error, 1)
-	go func() { updaterDone <- up.run(uctx, d.url) }()
+	go func() { updaterDone <- up.run(uctx) }()
 	if d.cfg.crash && d.cfg.workers > 1 {
 		go pool.crashLater(wctx, d.cfg.duration*2/5)
 	}

@@ -43,7 +43,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	t := &tailer{out: stdout}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ctx, done := natsperm.For(nc).Guard(ctx)
+	ctx, done := natsperm.For(nc).Guard(ctx, append([]string{cf.prefix + ".>"}, natsperm.JetStream...)...)
 	errs := make(chan error, 2)
 	n := 0
 	if *what != "rejections" {

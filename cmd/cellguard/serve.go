@@ -61,6 +61,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		url = srv.ClientURL()
 		*takeover = true
 		cf.url = url
+		cf.creds = srv.creds("committer")
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,4 +96,25 @@ func (c Config) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect %s: %s", Redact(c.URL), RedactText(err.Error(), c.URL))
 	}
 	return nc, nil
+}
+
+// Loopback reports whether every server of the list is on this machine
+// (127.0.0.1, ::1 or localhost) and no URL carries user information.
+func Loopback(urls string) bool {
+	for _, p := range strings.Split(urls, ",") {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "://") {
+			p = "nats://" + p
+		}
+		u, err := url.Parse(p)
+		if err != nil || u.User != nil {
+			return false
+		}
+		switch u.Hostname() {
+		case "127.0.0.1", "::1", "localhost":
+		default:
+			return false
+		}
+	}
+	return true
 }

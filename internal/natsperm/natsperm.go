@@ -76,6 +76,17 @@ type guard struct {
 	cancel   context.CancelCauseFunc
 }
 
+// JetStream are the JetStream subjects a call's own requests use: the
+// whole API except consumer deletions, which nats.go sends on its own in
+// the background (an ordered consumer dropping its old consumer) and
+// whose refusal must not end an unrelated call.
+var JetStream = []string{
+	"$JS.API.INFO", "$JS.API.STREAM.>", "$JS.API.DIRECT.>", "$JS.API.CONSUMER.CREATE.>",
+	"$JS.API.CONSUMER.DURABLE.>", "$JS.API.CONSUMER.INFO.>", "$JS.API.CONSUMER.MSG.>",
+	"$JS.API.CONSUMER.NAMES.>", "$JS.API.CONSUMER.LIST.>", "$JS.API.CONSUMER.PAUSE.>",
+	"$JS.ACK.>", "$O.>",
+}
+
 var watchers sync.Map // *nats.Conn → *Watcher
 
 // For returns nc's watcher, installing it on first use: its handler runs
