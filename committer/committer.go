@@ -42,6 +42,7 @@ type Committer struct {
 	ready   atomic.Bool
 	mu      sync.Mutex
 	workers map[string]*worker
+	owned   ownership           // which datasets this replica owns, for the metrics
 	cps     map[string][]uint64 // known checkpoint versions per dataset, ascending
 	wg      sync.WaitGroup
 	fatal   chan error
@@ -66,6 +67,9 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	c := &Committer{
 		cfg: cfg, sc: sc, log: cfg.Logger, nc: nc, js: js, metrics: m,
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
+	}
+	if err := cfg.Registerer.Register(newOwnerCollector(c)); err != nil {
+		return nil, fmt.Errorf("committer: register metrics: %w", err)
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
 	if cfg.DatasetRoot != "" {

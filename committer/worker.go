@@ -238,6 +238,7 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		pending = md.NumPending
 	}
 	c.metrics.pending.WithLabelValues(w.ds).Set(float64(pending))
+	c.owned.delivered(w.ds, time.Now())
 	// Deciding skips (acks without a decision) every message at or below
 	// the highest staging sequence decided so far, so a batch must be
 	// decided in stream order and must not skip over an undecided message

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +19,7 @@ import (
 // the admin seed by themselves.
 func TestEmbeddedDefaultHasAuth(t *testing.T) {
 	dir := t.TempDir()
-	_, out := process(t, "serve", "--data-dir", dir, "--nats-port", "-1", "--http", "", "--log-level", "info")
+	_, out := process(t, "serve", "--data-dir", dir, "--nats-port", "-1", "--http", "127.0.0.1:0", "--log-level", "info")
 	waitOutput(t, out, "committer running")
 	m := regexp.MustCompile(`url=(nats://127\.0\.0\.1:\d+)`).FindStringSubmatch(out.String())
 	if m == nil {
@@ -51,6 +53,32 @@ func TestEmbeddedDefaultHasAuth(t *testing.T) {
 	if err := cli(t, t.Context(), "dataset", "create", "orders", "--schema", "id:int64", "--nats-url", url); err != nil {
 		t.Fatalf("dataset create with the local admin seed: %v", err)
 	}
+	// The metrics name the build and the owner of orders.
+	addr := regexp.MustCompile(`"http listening" addr=(\S+)`).FindStringSubmatch(out.String())
+	if addr == nil {
+		t.Fatalf("no http address in the log:\n%s", out)
+	}
+	metrics := func() string {
+		resp, err := http.Get("http://" + addr[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	want := []string{"cellguard_build_info{", `cellguard_committer_dataset_owner{dataset="orders"} 1`}
+	deadline := time.Now().Add(30 * time.Second)
+	for m := metrics(); !strings.Contains(m, want[0]) || !strings.Contains(m, want[1]); m = metrics() {
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// Anonymous again, now that streams exist: still nothing gets in.
 	if nc, err := nats.Connect(url, nats.NoReconnect(), nats.Timeout(5*time.Second)); err == nil {
 		nc.Close()
