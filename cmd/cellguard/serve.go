@@ -41,6 +41,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
+	mem := memoryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +80,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
 	}
+	mem.apply(&cfg)
 	c, err := committer.New(nc, cfg)
 	if err != nil {
 		return err
