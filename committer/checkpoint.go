@@ -94,11 +94,15 @@ func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
 // committed records after it.
 func (c *Committer) loadState(ctx context.Context, st *state) error {
 	from := uint64(1)
+	adopted := false // the log starts with an adoption record (adopt.go)
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
 		if r.Committed() {
 			top := st.versionSeq.top()
-			if top == 0 && r.Version > 1 && c.decRetain() > 0 {
-				st.versionSeq.start(r.Version) // retention dropped the versions before
+			if top == 0 && r.Version > 1 {
+				adopted = c.adoption(ctx, r)
+			}
+			if top == 0 && r.Version > 1 && (adopted || c.decRetain() > 0) {
+				st.versionSeq.start(r.Version) // retention dropped the versions before, or an adopted table's are not in the log
 			} else if want := top + 1; r.Version != want {
 				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.ds, r.Seq, r.Version, want)
 			}
@@ -127,7 +131,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 			from = cp.DecSeq + 1
 		}
 	}
-	if first := st.versionSeq.first; first > 1 && st.headVersion() < first {
+	if first := st.versionSeq.first; first > 1 && st.headVersion() < first && !adopted {
 		return fmt.Errorf("%w: log of %s begins at version %d (retention), and no trusted checkpoint at or after it: the state cannot be rebuilt",
 			errUntrustedLog, st.ds, first)
 	}

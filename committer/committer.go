@@ -36,7 +36,7 @@ type Committer struct {
 	obj     jetstream.ObjectStore
 	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
-	dvRoot  *fsDeletionsRoot
+	dvLocs  deletionStores // dataset locations, opened on first use
 	policy  evaluator.DeletionPolicy
 
 	ready   atomic.Bool
@@ -72,9 +72,6 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		return nil, fmt.Errorf("committer: register metrics: %w", err)
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
-	if cfg.DatasetRoot != "" {
-		c.dvRoot = newFSDeletions(cfg.DatasetRoot)
-	}
 	return c, nil
 }
 
@@ -125,6 +122,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
+	c.dvLocs.close()
 	return runErr
 }
 

@@ -133,6 +133,11 @@ type Config struct {
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
 	// there and the deletion files a rebase produces are written there.
 	DatasetRoot string
+	// LanceRoot, when set, publishes datasets created without a location
+	// of their own: their location, recorded on the creating record, is
+	// <LanceRoot>/<dataset>.lance (a path or a gocloud.dev/blob URL).
+	// Datasets then serve Lance 8 readers unless created otherwise.
+	LanceRoot string
 	// DeletionPolicy is the precondition policy for deletions:
 	// "protected-rows" (default), "strict" or "ignore".
 	DeletionPolicy string

@@ -83,6 +83,13 @@
 //
 // # Caveats
 //
-// Arrow deletion files are not read; a rule that needs their contents
-// treats them as changed.
+// Deletion files (Lance's .arrow and .bin forms) are read and written
+// through the dataset's location (deletions.go); a dataset with no
+// location and no Config.DatasetRoot has none to read, and a rule that
+// needs their contents treats them as changed.
+//
+// A dataset's configuration (declog.Config) is part of its state:
+// datasets published for Lance 8 readers reject DataOverlay, and
+// published datasets reject CreateIndex (readers.go); an adoption starts
+// a dataset at a Lance table's version (adopt.go).
 package committer

@@ -50,6 +50,9 @@ type limits struct {
 	// windowBytes bounds the approximate memory of the window's
 	// manifests (0: only window, a count, bounds it).
 	windowBytes int
+	// lanceRoot is the default location root for datasets created
+	// without one ("": not published).
+	lanceRoot string
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -84,6 +87,9 @@ type state struct {
 	deciding   bool   // within decide: older history may refuse costly work
 	evicted    uint64 // versions ≤ evicted are out of the window
 	mevicted   uint64 // manifests ≤ mevicted were dropped to fit windowBytes
+	// cfg is the dataset's configuration, from its first committed
+	// record (readers.go); nil before creation.
+	cfg *cellguardpb.DatasetConfig
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -236,6 +242,9 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	case decodeErr != nil:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
 	}
+	if rej := checkReaders(s.cfg, op); rej != nil {
+		return verdict{}, rej
+	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
 		return s.create(ctx, txn, rec)
@@ -363,6 +372,14 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
+	if _, adopting := txn.GetTransactionProperties()[declog.AdoptProperty]; adopting {
+		return s.adopt(txn, rec)
+	}
+	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
+	if rej != nil {
+		return verdict{}, rej
+	}
+	rec.DatasetConfig = cfg
 	next, err := applyTxn(ctx, nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
@@ -404,8 +421,12 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	if v.next == nil {
 		return
 	}
+	if s.head == nil {
+		s.cfg = v.rec.GetDatasetConfig()
+	}
 	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
 	s.keepTxn(v.next.Version(), v.txn, len(v.rec.Transaction))
+	s.padVersions(v.next.Version())
 	s.versionSeq.push(0) // filled in by commit
 }
 
@@ -438,6 +459,10 @@ func (s *state) rollback(m mark) {
 	s.versionSeq.truncate(m.versions)
 	s.ix.Rollback(m.head)
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
+	if s.head == nil { // an undone creation or adoption
+		s.cfg = nil
+		s.versionSeq = seqIndex{}
+	}
 }
 
 // commit makes the decisions since m final: recs[i] was stored at CG_DEC
@@ -538,6 +563,7 @@ func (s *state) replay(ctx context.Context, r declog.Record) error {
 		if err := s.advance(ctx, r); err != nil {
 			return err
 		}
+		s.padVersions(r.Version)
 		s.versionSeq.push(r.Seq)
 	}
 	s.noteLogged(r)
@@ -592,7 +618,8 @@ func (s *state) checkStagedSeq(lastStaged uint64) error {
 
 // advance applies a committed record to the head manifest.
 func (s *state) advance(ctx context.Context, r declog.Record) error {
-	if want := s.headVersion() + 1; r.Version != want {
+	adoption := s.head == nil && r.Decision.GetAdoptedManifest() != nil // declog.Replay checks it
+	if want := s.headVersion() + 1; r.Version != want && !adoption {
 		return fmt.Errorf("%w: %s: log record %d has version %d, want %d", errReplay, s.ds, r.Seq, r.Version, want)
 	}
 	next, txn, err := declog.Replay(ctx, s.head, r, s)
@@ -601,6 +628,9 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 			return fmt.Errorf("%w: %s: %w", errReplay, s.ds, err)
 		}
 		return fmt.Errorf("replay %s: %w", s.ds, err)
+	}
+	if s.head == nil {
+		s.cfg = r.Decision.GetDatasetConfig()
 	}
 	s.setHead(next, r.TxnID, len(r.Decision.GetTransaction()))
 	s.keepTxn(r.Version, txn, len(r.Decision.GetTransaction()))
