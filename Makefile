@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: certs demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: certs rules-test demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
@@ -33,8 +33,14 @@ test-long:
 	$(GO) test -count=1 -timeout 60m ./committer -run Crash -crash.runs=500
 	$(GO) test -count=1 -timeout 60m ./cmd/cellguard -run TestDemoScenario -demo.long
 
-## check: formatting, vet, module tidiness, generated code drift, race-enabled tests.
-check: fmt vet tidy-check proto-check race
+## check: formatting, vet, module tidiness, generated code drift, alert rule
+## unit tests, race-enabled tests.
+check: fmt vet tidy-check proto-check rules-test race
+
+## rules-test: promtool unit tests of the alert rules, with promtool pinned in
+## internal/tools/promtool (its own module, so Prometheus stays out of go.mod).
+rules-test:
+	cd internal/tools/promtool && $(GO) tool promtool test rules $(CURDIR)/deploy/alerts/cellguard.rules.test.yml
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
