@@ -16,17 +16,37 @@ import (
 	"cellguard/internal/natsconn"
 )
 
-// connFlags are the flags every command that talks to NATS shares.
+// defaultClientURL is where client commands look for a server when
+// neither a flag, NATS_URL nor a context names one.
+const defaultClientURL = "nats://127.0.0.1:4222"
+
+// connFlags are the flags every command that talks to NATS shares. They
+// follow the nats CLI: -s/--server (env NATS_URL), --creds, --context,
+// --tlscert/--tlskey/--tlsca; cellguard's older spellings (--nats-url,
+// --tls-cert, …, env CELLGUARD_*) still work.
 type connFlags struct {
 	url, creds, tlsCert, tlsKey, tlsCA, prefix string
+	context                                    string
+	defaultURL                                 string
 }
 
 func (c *connFlags) register(fs *flag.FlagSet, defaultURL string) {
-	fs.StringVar(&c.url, "nats-url", envOr("CELLGUARD_NATS_URL", defaultURL), "NATS server URL(s), comma-separated (env CELLGUARD_NATS_URL); put no password in it, use --creds")
+	c.defaultURL = envOr("CELLGUARD_NATS_URL", envOr("NATS_URL", defaultURL))
+	const urlHelp = "NATS server URL(s), comma-separated (env NATS_URL or CELLGUARD_NATS_URL); put no password in it, use --creds"
+	for _, name := range []string{"s", "server", "nats-url"} {
+		fs.StringVar(&c.url, name, c.defaultURL, urlHelp)
+	}
 	fs.StringVar(&c.creds, "creds", os.Getenv("CELLGUARD_NATS_CREDS"), "NATS credentials: a user .creds file or an nkey seed file (env CELLGUARD_NATS_CREDS)")
-	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate, with --tls-key (env CELLGUARD_TLS_CERT)")
-	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key, with --tls-cert (env CELLGUARD_TLS_KEY)")
-	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
+	fs.StringVar(&c.context, "context", "", "a nats CLI context: a name in ~/.config/nats/context/ or a .json path (flags given override it)")
+	for _, name := range []string{"tlscert", "tls-cert"} {
+		fs.StringVar(&c.tlsCert, name, os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate, with --tlskey (env CELLGUARD_TLS_CERT)")
+	}
+	for _, name := range []string{"tlskey", "tls-key"} {
+		fs.StringVar(&c.tlsKey, name, os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key, with --tlscert (env CELLGUARD_TLS_KEY)")
+	}
+	for _, name := range []string{"tlsca", "tls-ca"} {
+		fs.StringVar(&c.tlsCA, name, os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
+	}
 	fs.StringVar(&c.prefix, "prefix", envOr("CELLGUARD_PREFIX", "cg"), "subject prefix (env CELLGUARD_PREFIX)")
 }
 
@@ -37,8 +57,31 @@ func envOr(key, def string) string {
 	return def
 }
 
-func (c *connFlags) config() natsconn.Config {
-	return natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+// config returns the connection settings: the flags, then the context
+// file for whatever the flags leave unset.
+func (c *connFlags) config() (natsconn.Config, error) {
+	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+	if c.context == "" {
+		return cfg, nil
+	}
+	nc, err := natsconn.LoadContext(c.context)
+	if err != nil {
+		return cfg, err
+	}
+	if c.url == c.defaultURL && nc.URL != "" {
+		cfg.URL = nc.URL
+	}
+	fill := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	fill(&cfg.Creds, nc.Creds)
+	fill(&cfg.TLSCert, nc.TLSCert)
+	fill(&cfg.TLSKey, nc.TLSKey)
+	fill(&cfg.TLSCA, nc.TLSCA)
+	cfg.User, cfg.Password, cfg.Token = nc.User, nc.Password, nc.Token
+	return cfg, nil
 }
 
 // redactedURL is the server list as it may appear in logs and messages.
@@ -49,8 +92,11 @@ func (c *connFlags) redactedURL() string { return natsconn.Redact(c.url) }
 // directory (CELLGUARD_DATA_DIR, default ./cellguard-data) when there is
 // one, so that commands on the machine that runs `serve` just work.
 func (c *connFlags) connect(name string) (*nats.Conn, error) {
-	cfg := c.config()
-	if cfg.Creds == "" && natsconn.Loopback(cfg.URL) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Creds == "" && cfg.User == "" && cfg.Token == "" && natsconn.Loopback(cfg.URL) {
 		cfg.Creds = localCreds("admin")
 	}
 	return cfg.Connect(name)

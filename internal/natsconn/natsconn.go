@@ -31,6 +31,10 @@ type Config struct {
 	TLSCert string // client certificate (with TLSKey) for servers that verify clients
 	TLSKey  string
 	TLSCA   string // CA bundle to verify the server
+	// User and Password, or Token, authenticate where no credentials
+	// file is used (a nats CLI context may carry them). They are never
+	// printed.
+	User, Password, Token string
 }
 
 // ErrConfig marks settings that cannot work (a TLS key without its
@@ -58,6 +62,12 @@ func (c Config) Options() ([]nats.Option, error) {
 	}
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
 	}
 	return opts, nil
 }
