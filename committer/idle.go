@@ -53,7 +53,7 @@ func (w *worker) evictState() {
 	}
 	w.st = nil
 	w.setStatus(DatasetIdle, "", "")
-	w.c.metrics.evictions.WithLabelValues(w.ds).Inc()
+	w.c.metrics.evictions.WithLabelValues(w.c.dsLabel(w.ds)).Inc()
 	w.c.log.Debug("idle dataset: state evicted", "dataset", w.ds)
 }
 

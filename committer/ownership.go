@@ -15,8 +15,31 @@ const metricOwner = "cellguard_committer_dataset_owner"
 // dataset; a standby's deliveries stop when the pin moves away. A dataset
 // with no traffic for PinnedTTL is owned by no replica (and needs none).
 type ownership struct {
-	mu   sync.Mutex
-	last map[string]time.Time
+	mu       sync.Mutex
+	last     map[string]time.Time
+	labelled map[string]bool // datasets admitted to their own metric label
+}
+
+// otherLabel is the dataset label of the datasets beyond MetricsDatasets.
+const otherLabel = "_other"
+
+// label returns the dataset label of ds's series: ds itself for the first
+// max datasets seen (max < 0: all), otherLabel after that; own reports
+// which.
+func (o *ownership) label(ds string, max int) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.labelled == nil {
+		o.labelled = map[string]bool{}
+	}
+	if o.labelled[ds] {
+		return ds, true
+	}
+	if max >= 0 && len(o.labelled) >= max {
+		return otherLabel, false
+	}
+	o.labelled[ds] = true
+	return ds, true
 }
 
 // delivered notes a batch of ds delivered to this committer.
@@ -65,6 +88,9 @@ func (oc *ownerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	now := time.Now()
 	for _, ds := range datasets {
+		if _, own := c.owned.label(ds, c.cfg.MetricsDatasets); !own {
+			continue // bounded: beyond MetricsDatasets, no per-dataset series
+		}
 		v := 0.0
 		if c.owned.owned(ds, now, c.cfg.PinnedTTL) {
 			v = 1
@@ -73,5 +99,19 @@ func (oc *ownerCollector) Collect(ch chan<- prometheus.Metric) {
 			c.metrics.pending.DeleteLabelValues(ds)
 		}
 		ch <- prometheus.MustNewConstMetric(oc.desc, prometheus.GaugeValue, v, ds)
+	}
+}
+
+// dsLabel is the dataset label for ds's counters (ds or "_other").
+func (c *Committer) dsLabel(ds string) string {
+	l, _ := c.owned.label(ds, c.cfg.MetricsDatasets)
+	return l
+}
+
+// setGauge sets a per-dataset gauge, for datasets with their own label
+// only (a gauge summed over datasets means nothing).
+func (c *Committer) setGauge(g *prometheus.GaugeVec, ds string, v float64) {
+	if _, own := c.owned.label(ds, c.cfg.MetricsDatasets); own {
+		g.WithLabelValues(ds).Set(v)
 	}
 }

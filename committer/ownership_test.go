@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"cellguard/internal/natstest"
 )
@@ -70,5 +71,50 @@ func TestOwnerGaugeAndPerDatasetSeriesOnOwnerOnly(t *testing.T) {
 		case v.owner == 0 && hasHead:
 			t.Errorf("standby %d exports head version %v for %s", i, v.head, ds)
 		}
+	}
+}
+
+// With MetricsDatasets 1, the first dataset keeps its own series and the
+// second's decisions are counted under dataset="_other", with no gauge.
+func TestPerDatasetSeriesAreBounded(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	reg := prometheus.NewRegistry()
+	cfg := testConfig()
+	cfg.Registerer = reg
+	cfg.MetricsDatasets = 1
+	r := start(t, srv.URL(), cfg)
+	for _, ds := range []string{"first", "second"} {
+		id := newUUID()
+		stage(t, js, ds, id, mustMarshal(t, createTxn(id)))
+		waitDecided(t, js, ds, 1, 30*time.Second)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(r.c.metrics.decisions.WithLabelValues(otherLabel, "committed", "")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second dataset's decision is not counted under _other")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	labels := map[string]map[string]bool{}
+	for _, mf := range mustGather(t, reg) {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "dataset" {
+					if labels[mf.GetName()] == nil {
+						labels[mf.GetName()] = map[string]bool{}
+					}
+					labels[mf.GetName()][l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for name, values := range labels {
+		if values["second"] {
+			t.Errorf("%s has a series for the dataset beyond the bound", name)
+		}
+	}
+	if !labels[metricDecisions]["first"] {
+		t.Error("the first dataset lost its own decisions series")
 	}
 }

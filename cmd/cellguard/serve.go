@@ -40,6 +40,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	pinnedTTL := fs.Duration("pinned-ttl", 12*time.Second, "how long a silent committer keeps a dataset's pin")
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
+	metricsDatasets := fs.Int("metrics-datasets", 200, "datasets exported with their own metric label; the rest are summed under dataset=\"_other\" (-1: all)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
 	mem := memoryFlags(fs)
 	// Publishing (issue 10): see publish.go.
@@ -78,7 +79,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := committer.Config{
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
-		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
 	}
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
