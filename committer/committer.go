@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/evaluator"
+	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
@@ -36,7 +37,7 @@ type Committer struct {
 	obj     jetstream.ObjectStore
 	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
-	dvLocs  deletionStores // dataset locations, opened on first use
+	plane   DataPlane // dataset locations: deletion files
 	policy  evaluator.DeletionPolicy
 
 	ready   atomic.Bool
@@ -72,6 +73,10 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		return nil, fmt.Errorf("committer: register metrics: %w", err)
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
+	c.plane = cfg.DataPlane
+	if c.plane == nil {
+		c.plane = blobPlane{b: &dataplane.Blob{}}
+	}
 	return c, nil
 }
 
@@ -122,7 +127,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
-	c.dvLocs.close()
+	_ = c.plane.Close()
 	return runErr
 }
 

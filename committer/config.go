@@ -140,6 +140,10 @@ type Config struct {
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
 	// there and the deletion files a rebase produces are written there.
 	DatasetRoot string
+	// DataPlane opens dataset locations for their deletion files; nil
+	// means gocloud.dev/blob buckets (internal/dataplane.Blob). Close is
+	// called when Run returns.
+	DataPlane DataPlane
 	// LanceRoot, when set, publishes datasets created without a location
 	// of their own: their location, recorded on the creating record, is
 	// <LanceRoot>/<dataset>.lance (a path or a gocloud.dev/blob URL).
