@@ -37,6 +37,7 @@ type worker struct {
 	// received, 0 when unknown: a jump means a delivery never reached us.
 	lastCseq uint64
 	cp       *checkpointer
+	status   status // for Status and /readyz
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -65,6 +66,7 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	defer func() { w.stopConsume() }()
 	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
+	w.status.set(StateDeciding, nil)
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
 	for {
 		select {

@@ -29,6 +29,7 @@ func TestValidateMessages(t *testing.T) {
 		{"\u0430bc", `non-ASCII character 'а' (U+0430) at byte 0`}, // Cyrillic a
 		{"a\xffb", `"a\xffb": invalid UTF-8 byte "\xff" at byte 1`},
 		{"a/b", `character '/' at byte 1`},
+		{"_cg_stray", `invalid dataset name "_cg_stray": names starting with "_cg_" are reserved for cellguard`},
 	} {
 		err := subject.Validate(c.name)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

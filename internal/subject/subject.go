@@ -33,6 +33,18 @@ const DefaultPrefix = "cg"
 // MaxDatasetLen is the longest dataset name accepted.
 const MaxDatasetLen = 64
 
+// ReservedPrefix starts the names cellguard keeps for itself; Validate
+// refuses them as dataset names.
+const ReservedPrefix = "_cg_"
+
+// StrayDataset is the reserved log under which the committer rejects
+// staged messages whose subject token is a subject wildcard ("*" or ">",
+// published literally): such a token cannot name a log of its own, since
+// a filter on it would match every dataset. Its records are on
+// <prefix>.dec._cg_stray.rejected, where `events tail` and the rejection
+// queue see them; the offending token is in each record's message.
+const StrayDataset = ReservedPrefix + "stray"
+
 // Header names used on staged messages and decision records.
 const (
 	// HdrMsgID is NATS's deduplication header.
@@ -92,6 +104,9 @@ func Validate(name string) error {
 		if !tokenRune(r) {
 			return &DatasetError{Name: name, Reason: fmt.Sprintf("%s at byte %d; a dataset name is one subject token of [A-Za-z0-9_-]", describeRune(name[i:], r), i)}
 		}
+	}
+	if strings.HasPrefix(name, ReservedPrefix) {
+		return &DatasetError{Name: name, Reason: fmt.Sprintf("names starting with %q are reserved for cellguard", ReservedPrefix)}
 	}
 	return nil
 }
@@ -162,6 +177,11 @@ func (s Scheme) Txn(ds string) string { return s.Prefix() + ".txn." + ds }
 
 // TxnAll matches every staging subject.
 func (s Scheme) TxnAll() string { return s.Prefix() + ".txn.*" }
+
+// TxnTree matches every subject under the staging prefix, including a
+// literal ">" token, which the server's stores do not match with TxnAll's
+// "*".
+func (s Scheme) TxnTree() string { return s.Prefix() + ".txn.>" }
 
 // Dec returns the decision subject of ds for outcome o.
 func (s Scheme) Dec(ds string, o Outcome) string { return s.Prefix() + ".dec." + ds + "." + string(o) }
@@ -245,6 +265,11 @@ func (s Scheme) TxnPartitioned(part int, ds string) string {
 func (s Scheme) TxnPartitionMapping(n int) (src, dest string) {
 	return s.TxnAll(), s.Prefix() + ".txn.{{partition(" + strconv.Itoa(n) + ",1)}}.{{wildcard(1)}}"
 }
+
+// IsWildcardToken reports whether a dataset token taken from a stored
+// staging subject is a subject wildcard ("*" or ">"), which a publisher
+// can use literally: no consumer filter can single such a subject out.
+func IsWildcardToken(tok string) bool { return tok == "*" || tok == ">" }
 
 // ParseDec returns the dataset and outcome of a decision subject.
 func (s Scheme) ParseDec(subj string) (string, Outcome, error) {
