@@ -91,8 +91,8 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 func (c *Committer) Run(ctx context.Context) error {
 	c.setPhase(phaseStarting, nil)
 	defer c.setPhase(phaseStopped, nil)
-	if err := c.setup(ctx); err != nil {
-		return err
+	if err := c.setup(ctx); err != nil || ctx.Err() != nil {
+		return err // nil when stopped during start-up
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

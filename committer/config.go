@@ -67,6 +67,9 @@ type Config struct {
 	// DiscoverEvery is how often CG_TXN is scanned for datasets with no
 	// worker (default 500 ms).
 	DiscoverEvery time.Duration
+	// StartStuckAfter is how long setting up the streams may take before
+	// /healthz reports a stuck start (default 30 s).
+	StartStuckAfter time.Duration
 	// Datasets restricts the committer to these datasets (default: all).
 	Datasets []string
 
@@ -154,6 +157,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DiscoverEvery == 0 {
 		c.DiscoverEvery = 500 * time.Millisecond
+	}
+	if c.StartStuckAfter == 0 {
+		c.StartStuckAfter = 30 * time.Second
 	}
 	if c.Window == 0 {
 		c.Window = 256

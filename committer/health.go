@@ -72,10 +72,6 @@ func (c *Committer) Status() []DatasetStatus {
 	return out
 }
 
-// startStuckAfter is how long start-up (streams, consumers, checkpoint
-// index) may take before /healthz reports the process unhealthy.
-const startStuckAfter = 30 * time.Second
-
 // health is what /healthz and /readyz answer, as JSON.
 type health struct {
 	Status   string          `json:"status"` // "ok", "ready", "starting", "stuck", "not ready", "stopped"
@@ -84,8 +80,8 @@ type health struct {
 }
 
 // Healthz answers 200 while the process runs normally, and 503 when Run
-// has been setting up its streams for longer than 30 s (a stuck start:
-// restart the process) or has returned.
+// has been setting up its streams for longer than StartStuckAfter
+// (default 30 s: a stuck start; restart the process) or has returned.
 func (c *Committer) Healthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h, code := c.healthz()
@@ -98,7 +94,9 @@ func (c *Committer) healthz() (health, int) {
 	phase, since, lastErr := c.phase, c.phaseSince, c.setupErr
 	c.phaseMu.Unlock()
 	switch {
-	case phase == phaseStarting && time.Since(since) > startStuckAfter:
+	case since.IsZero():
+		return health{Status: "starting", Detail: "Run not called yet"}, http.StatusOK
+	case phase == phaseStarting && time.Since(since) > c.cfg.StartStuckAfter:
 		return health{Status: "stuck", Detail: "start-up has not finished after " + time.Since(since).Round(time.Second).String() + lastErrDetail(lastErr)}, http.StatusServiceUnavailable
 	case phase == phaseStopped:
 		return health{Status: "stopped"}, http.StatusServiceUnavailable
