@@ -16,7 +16,6 @@ import (
 	"cellguard/internal/subject"
 )
 
-
 func get(t *testing.T, c *Committer, path string) (int, health) {
 	t.Helper()
 	rec := httptest.NewRecorder()
