@@ -83,7 +83,7 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 		defer func() { stop(); <-ch }() // the lookup ends before Commit returns
 		found = ch
 	}
-	return c.await(ctx, f, w, found, txn.ID())
+	return c.await(ctx, f, w, found, txn.dataset, txn.ID())
 }
 
 // ambiguous reports a publish error after which the message may or may
@@ -110,15 +110,36 @@ func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uin
 }
 
 // await waits for the decision of id from the follower or the lookup.
-func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, id string) (uint64, error) {
+//
+// The follower reads the log live; when it makes no progress for a tick
+// (its consumer stalled: the stream's leader was lost, a reconnect is
+// under way) await also looks the decision up directly in the log, from
+// just past what the follower has seen, once per tick: a decision made
+// meanwhile is found within about a second instead of when the call
+// times out.
+func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, ds, id string) (uint64, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var probe <-chan lookup // the stall lookup in flight, if any
+	stopProbe := func() {}
+	defer func() {
+		stopProbe()
+		if probe != nil {
+			<-probe // it ends before await returns
+		}
+	}()
+	lastSeen := f.seenSeq()
 	for {
 		select {
 		case r := <-w.ch:
 			return c.result(ctx, r)
 		case l := <-found:
 			found = nil
+			if l.found {
+				return c.result(ctx, l.r)
+			}
+		case l := <-probe:
+			probe = nil
 			if l.found {
 				return c.result(ctx, l.r)
 			}
@@ -136,8 +157,31 @@ func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan 
 			if ferr != nil {
 				return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, ferr)
 			}
+			seen := f.seenSeq()
+			if seen == lastSeen && probe == nil {
+				probe, stopProbe = c.probeAsync(ctx, ds, id, seen+1)
+			}
+			lastSeen = seen
 		}
 	}
+}
+
+// probeAsync looks for the decision of id in ds's log from sequence from.
+// The channel yields one result, then closes; stop cancels the lookup.
+func (c *Client) probeAsync(ctx context.Context, ds, id string, from uint64) (_ <-chan lookup, stop func()) {
+	ctx, stop = context.WithCancel(ctx)
+	ch := make(chan lookup, 1)
+	go func() {
+		defer close(ch)
+		var l lookup
+		dl, err := c.decisionLog(ctx)
+		if err == nil {
+			l.r, l.found, err = dl.Find(ctx, ds, id, from)
+		}
+		l.err = err
+		ch <- l
+	}()
+	return ch, stop
 }
 
 // result turns a decision record into Commit's result.
@@ -192,7 +236,7 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	if !pending {
 		return 0, fmt.Errorf("producer: txn %s on %s: %w", txnID, ds, ErrNotStaged)
 	}
-	return c.await(ctx, f, w, nil, txnID)
+	return c.await(ctx, f, w, nil, ds, txnID)
 }
 
 // pending reports whether a message for txnID waits in the staging stream.
