@@ -101,6 +101,14 @@ func (c *Committer) Run(ctx context.Context) error {
 		return err
 	}
 	defer unsub()
+	if c.cfg.TakeoverAfter > 0 {
+		b := newBeacons(c)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			b.run(runCtx)
+		}()
+	}
 
 	for _, ds := range c.cfg.Datasets {
 		c.ensureWorker(runCtx, ds)

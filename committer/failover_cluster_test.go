@@ -156,6 +156,8 @@ func TestFailoverDecisionGap(t *testing.T) {
 			cfg := testConfig()
 			cfg.Replicas = 3
 			cfg.TakeoverOnStart = false
+			// Production pin timers: the takeover must not wait for them.
+			cfg.PinnedTTL, cfg.PullExpiry = 12*time.Second, 3*time.Second
 			ensureStreamsFor(t, js, cfg)
 			leader := cl.WaitStreamLeader(t, "CG_DEC")
 			var other *natstest.Server

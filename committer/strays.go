@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -95,7 +94,7 @@ func (s *strays) reject(ctx context.Context, m *jetstream.RawStreamMsg) error {
 		if !v.skip {
 			tok, nameErr := c.sc.ParseStaged(m.Subject)
 			v.rec.Message = fmt.Sprintf("staged on subject %q: %v; no dataset can have this name (rejections of such messages are logged under %q)", m.Subject, nameErr, subject.StrayDataset)
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			actx, cancel := context.WithTimeout(ctx, appendTimeout)
 			seqs, err := w.append(actx, mk.lastDecSeq, []*cellguardpb.Decision{v.rec})
 			cancel()
 			if err != nil {

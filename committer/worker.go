@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,7 +38,8 @@ type worker struct {
 	// received, 0 when unknown: a jump means a delivery never reached us.
 	lastCseq uint64
 	cp       *checkpointer
-	status   status // for Status and /readyz
+	status   status       // for Status and /readyz
+	pin      atomic.Value // string: pinID, for the beacons
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -231,6 +233,7 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		redelivered = redelivered || md.NumDelivered > 1
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
 			pinChanged, w.pinID = w.pinID != "", pin
+			w.pin.Store(pin)
 		}
 		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
 			lostDelivery = true
@@ -410,6 +413,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	return nil
 }
 
+// appendTimeout bounds one append. An append answered late is no harm
+// (its outcome is read back from the log and the batch retried, fenced),
+// but a request lost with a killed stream leader is never answered: the
+// dataset would stall for this long. A healthy R3 append takes
+// milliseconds.
+const appendTimeout = 1500 * time.Millisecond
+
 // append appends recs fenced on expect. Batches of at least
 // AtomicBatchMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
@@ -420,13 +430,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.Decision) ([]uint64, error) {
 	c := w.c
 	if len(recs) >= c.cfg.AtomicBatchMin {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.Append(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {

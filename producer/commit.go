@@ -83,7 +83,7 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 		defer func() { stop(); <-ch }() // the lookup ends before Commit returns
 		found = ch
 	}
-	return c.await(ctx, f, w, found, txn.dataset, txn.ID())
+	return c.await(ctx, f, w, found, txn.dataset, txn.ID(), txn)
 }
 
 // ambiguous reports a publish error after which the message may or may
@@ -116,8 +116,11 @@ func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uin
 // under way) await also looks the decision up directly in the log, from
 // just past what the follower has seen, once per tick: a decision made
 // meanwhile is found within about a second instead of when the call
-// times out.
-func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, ds, id string) (uint64, error) {
+// times out. When the lookup finds nothing and txn is set (Commit), txn
+// is staged again: harmless if it had landed (the stream drops the
+// duplicate, the committer decides a uuid once), and it lands now if the
+// first publish was lost with the leader.
+func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, ds, id string, txn *Txn) (uint64, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var probe <-chan lookup // the stall lookup in flight, if any
@@ -159,17 +162,20 @@ func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan 
 			}
 			seen := f.seenSeq()
 			if seen == lastSeen && probe == nil {
-				probe, stopProbe = c.probeAsync(ctx, ds, id, seen+1)
+				probe, stopProbe = c.probeAsync(ctx, ds, id, seen+1, txn)
 			}
 			lastSeen = seen
 		}
 	}
 }
 
-// probeAsync looks for the decision of id in ds's log from sequence from.
-// The channel yields one result, then closes; stop cancels the lookup.
-func (c *Client) probeAsync(ctx context.Context, ds, id string, from uint64) (_ <-chan lookup, stop func()) {
-	ctx, stop = context.WithCancel(ctx)
+// probeAsync looks for the decision of id in ds's log from sequence from,
+// and stages txn again (when set) if there is none. It gives up after
+// probeTimeout: a request lost with a stream leader must not block the
+// next probe. The channel yields one result, then closes; stop cancels
+// the probe.
+func (c *Client) probeAsync(ctx context.Context, ds, id string, from uint64, txn *Txn) (_ <-chan lookup, stop func()) {
+	ctx, stop = context.WithTimeout(ctx, probeTimeout)
 	ch := make(chan lookup, 1)
 	go func() {
 		defer close(ch)
@@ -178,11 +184,17 @@ func (c *Client) probeAsync(ctx context.Context, ds, id string, from uint64) (_ 
 		if err == nil {
 			l.r, l.found, err = dl.Find(ctx, ds, id, from)
 		}
+		if err == nil && !l.found && txn != nil {
+			_, err = c.stage(ctx, txn)
+		}
 		l.err = err
 		ch <- l
 	}()
 	return ch, stop
 }
+
+// probeTimeout bounds one stall probe of await.
+const probeTimeout = 2 * time.Second
 
 // result turns a decision record into Commit's result.
 func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
@@ -236,7 +248,7 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	if !pending {
 		return 0, fmt.Errorf("producer: txn %s on %s: %w", txnID, ds, ErrNotStaged)
 	}
-	return c.await(ctx, f, w, nil, ds, txnID)
+	return c.await(ctx, f, w, nil, ds, txnID, nil)
 }
 
 // pending reports whether a message for txnID waits in the staging stream.

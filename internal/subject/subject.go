@@ -192,6 +192,10 @@ func (s Scheme) DecOf(ds string) string { return s.Prefix() + ".dec." + ds + ".*
 // DecAll matches every decision subject.
 func (s Scheme) DecAll() string { return s.Prefix() + ".dec.*.*" }
 
+// Beacon is the core NATS subject on which committers announce the
+// consumer pins they hold (no stream stores it).
+func (s Scheme) Beacon() string { return s.Prefix() + ".committer.alive" }
+
 // RejectedAll matches the rejected records of every dataset.
 func (s Scheme) RejectedAll() string { return s.Prefix() + ".dec.*." + string(Rejected) }
 
