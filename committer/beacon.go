@@ -82,6 +82,9 @@ func (b *beacons) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.pinKick:
+			b.announce() // a new pin: tell the others now, not at the tick
+			continue
 		case <-tick.C:
 		}
 		b.announce()

@@ -46,6 +46,7 @@ type Committer struct {
 	wg      sync.WaitGroup
 	fatal   chan error
 	strays  strays
+	pinKick chan struct{} // a worker learnt a new pin id: announce it
 
 	phaseMu    sync.Mutex
 	phase      int // phaseStarting, phaseRunning, phaseStopped
@@ -72,6 +73,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	c := &Committer{
 		cfg: cfg, sc: sc, log: cfg.Logger, nc: nc, js: js, metrics: m,
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
+		pinKick: make(chan struct{}, 1),
 	}
 	c.strays.c = c
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)

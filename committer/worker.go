@@ -234,6 +234,10 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
 			pinChanged, w.pinID = w.pinID != "", pin
 			w.pin.Store(pin)
+			select {
+			case c.pinKick <- struct{}{}:
+			default:
+			}
 		}
 		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
 			lostDelivery = true

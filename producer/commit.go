@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
 )
@@ -35,13 +37,31 @@ func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error)
 	if err != nil {
 		return nil, err
 	}
-	ack, err := c.js.Publish(ctx, c.sc.Txn(txn.dataset), body,
-		jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
+	// Each attempt is bounded: a publish in flight when the stream's
+	// leader is lost is never answered, and waiting for it would spend
+	// the whole call. Attempts carry the same Nats-Msg-Id, so one that
+	// did land makes the next a duplicate.
+	var ack *jetstream.PubAck
+	err = retry.Do(ctx, math.MaxInt, stageRetry, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, stageAttemptTimeout)
+		defer cancel()
+		var err error
+		ack, err = c.js.Publish(actx, c.sc.Txn(txn.dataset), body,
+			jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
+		return err
+	}, func(err error) bool { return ambiguous(err) && ctx.Err() == nil })
 	if err != nil {
 		return nil, fmt.Errorf("producer: stage txn %s: %w", txn.ID(), err)
 	}
 	return ack, nil
 }
+
+// stageAttemptTimeout bounds one publish of a staged transaction; a
+// healthy publish takes milliseconds.
+const stageAttemptTimeout = 2 * time.Second
+
+// stageRetry paces the publish attempts of stage.
+var stageRetry = retry.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: true}
 
 // Commit stages txn and waits for its decision. It returns the version
 // the transaction created, or a *RejectedError, or an error wrapping
