@@ -41,6 +41,18 @@ func TestValidateMessages(t *testing.T) {
 	}
 }
 
+func TestValidateLog(t *testing.T) {
+	if err := subject.ValidateLog(subject.StrayDataset); err != nil {
+		t.Errorf("ValidateLog(%q) = %v, want nil: the reserved log is readable", subject.StrayDataset, err)
+	}
+	if err := subject.Validate(subject.StrayDataset); !errors.Is(err, subject.ErrInvalidDataset) {
+		t.Errorf("Validate(%q) = %v, want ErrInvalidDataset: no one writes to it as a dataset", subject.StrayDataset, err)
+	}
+	if err := subject.ValidateLog("a.b"); !errors.Is(err, subject.ErrInvalidDataset) {
+		t.Errorf("ValidateLog(a.b) = %v, want ErrInvalidDataset", err)
+	}
+}
+
 func TestParseStaged(t *testing.T) {
 	var s subject.Scheme
 	for _, c := range []struct {

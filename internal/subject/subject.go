@@ -111,6 +111,16 @@ func Validate(name string) error {
 	return nil
 }
 
+// ValidateLog checks a name whose decision log is to be read: a valid
+// dataset name, or StrayDataset, the reserved log no one can write to as
+// a dataset but everyone may read.
+func ValidateLog(name string) error {
+	if name == StrayDataset {
+		return nil
+	}
+	return Validate(name)
+}
+
 // describeRune says what is wrong with r, the first rune of rest, in a
 // dataset name. Characters are quoted with %q, so control characters,
 // invalid UTF-8 and look-alike non-ASCII letters are visible.
