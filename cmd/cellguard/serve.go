@@ -38,6 +38,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	policy := fs.String("deletion-policy", "protected-rows", "precondition deletion policy: protected-rows, strict or ignore")
 	pinnedTTL := fs.Duration("pinned-ttl", 12*time.Second, "how long a silent committer keeps a dataset's pin")
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
+	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +74,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
 		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		TakeoverAfter: *takeoverAfter,
 	}
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
