@@ -58,9 +58,11 @@ proto-check:
 	done && echo "generated code up to date"
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./evaluator ./table
+	$(GO) test -run '^$$' -bench . -benchmem ./evaluator ./table ./lancefile
 
 fuzz:
 	$(GO) test ./table -run '^$$' -fuzz FuzzReadManifestFile -fuzztime 60s
 	$(GO) test ./table -run '^$$' -fuzz FuzzDecodeTransaction -fuzztime 60s
 	$(GO) test ./table -run '^$$' -fuzz FuzzDecodeRowAddrTreeMap -fuzztime 60s
+	$(GO) test ./lancefile -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 60s -fuzzminimizetime 5s
+	$(GO) test ./lancefile -run '^$$' -fuzz '^FuzzReadColumn$$' -fuzztime 60s -fuzzminimizetime 5s

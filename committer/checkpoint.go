@@ -98,7 +98,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if st.headVersion() == top {
 		return nil
 	}
-	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, st.advance)
+	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error { return st.advance(ctx, r) })
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ type logHistory struct {
 // maxCachedTxns bounds logHistory's transaction cache.
 const maxCachedTxns = 4096
 
-func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
+func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st
 	if v == 0 || v > uint64(len(st.versionSeq)) || st.versionSeq[v-1] == 0 {
 		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
@@ -129,7 +129,7 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	r, err := h.c.record(context.Background(), st.versionSeq[v-1])
+	r, err := h.c.record(ctx, st.versionSeq[v-1])
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
 	}
@@ -147,7 +147,7 @@ func (h *logHistory) Committed(v uint64) (*lancepb.Transaction, error) {
 	return txn, nil
 }
 
-func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
+func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	st := h.st
 	if h.cached != nil && h.cached.Version() == v {
 		return h.cached, nil
@@ -158,19 +158,19 @@ func (h *logHistory) Manifest(v uint64) (*table.Manifest, error) {
 	var m *table.Manifest
 	from := uint64(1)
 	if cv, ok := h.c.latestCheckpoint(st.ds, v); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cp, err := h.c.dl.ReadCheckpoint(ctx, st.ds, cv)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cp, err := h.c.dl.ReadCheckpoint(cctx, st.ds, cv)
 		cancel()
 		if err == nil {
 			m, from = cp.Manifest, cv+1
 		}
 	}
 	for u := from; u <= v; u++ {
-		txn, err := h.Committed(u)
+		txn, err := h.Committed(ctx, u)
 		if err != nil {
 			return nil, err
 		}
-		next, err := applyTxn(m, txn, h)
+		next, err := applyTxn(ctx, m, txn, h)
 		if err != nil {
 			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.ds, u, err)
 		}

@@ -260,7 +260,8 @@ func (c *Committer) ensureWorker(ctx context.Context, ds string) {
 	go func() {
 		defer c.wg.Done()
 		defer c.metrics.datasets.Dec()
-		for {
+		for attempt := 0; ; attempt++ {
+			began := time.Now()
 			w.status.set(StateLoading, nil)
 			err := w.run(ctx)
 			if ctx.Err() != nil {
@@ -271,16 +272,22 @@ func (c *Committer) ensureWorker(ctx context.Context, ds string) {
 				c.signalFatal(err)
 				return
 			}
-			c.log.Error("dataset worker failed; restarting", "dataset", ds, "err", err)
-			if retry.Sleep(ctx, workerRestartPause) != nil {
+			if time.Since(began) > workerRestart.Max {
+				attempt = 0 // it ran a while: a new failure, not the same one again
+			}
+			pause := workerRestart.Delay(attempt)
+			c.log.Error("dataset worker failed; restarting", "dataset", ds, "attempt", attempt, "pause", pause, "err", err)
+			if retry.Sleep(ctx, pause) != nil {
 				return
 			}
 		}
 	}()
 }
 
-// workerRestartPause is the pause before a failed worker starts again.
-const workerRestartPause = 500 * time.Millisecond
+// workerRestart paces the restarts of a failed worker: a worker that
+// fails again right after restarting (a broken committed state, an
+// unreachable log) backs off up to Max instead of spinning.
+var workerRestart = retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
 
 func (c *Committer) signalFatal(err error) {
 	select {

@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func (d *fsDeletions) path(fragmentID uint64, df *lancepb.DeletionFile) string {
 }
 
 // DeletionVector implements table.DeletionVectors.
-func (d *fsDeletions) DeletionVector(fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+func (d *fsDeletions) DeletionVector(_ context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
 	p := d.path(fragmentID, df)
 	d.mu.Lock()
 	bm, ok := d.cache[p]

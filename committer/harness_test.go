@@ -310,7 +310,7 @@ func checkLog(t testing.TB, l []logged, staged []string) *table.Manifest {
 		if err := proto.Unmarshal(e.rec.Transaction, txn); err != nil {
 			t.Fatal(err)
 		}
-		next, err := applyTxn(head, txn, nil)
+		next, err := applyTxn(t.Context(), head, txn, nil)
 		if err != nil {
 			t.Fatalf("replay version %d: %v", version, err)
 		}

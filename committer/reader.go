@@ -81,28 +81,9 @@ func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 // Head loads the head manifest of ds (nil if it has none) from the latest
 // trusted checkpoint and the log tail.
 func (r *Reader) Head(ctx context.Context, ds string) (*table.Manifest, error) {
-	m, _, err := r.dl.Load(ctx, ds, 0, r.versions(ctx, ds))
+	m, _, err := r.dl.Load(ctx, ds, 0, r.dl.Versions(ds))
 	if errors.Is(err, declog.ErrNoDataset) {
 		return nil, nil
-	}
-	return m, err
-}
-
-// versions serves older manifests of ds to a Restore being replayed.
-func (r *Reader) versions(ctx context.Context, ds string) table.Versions {
-	return readerVersions{r: r, ctx: ctx, ds: ds}
-}
-
-type readerVersions struct {
-	r   *Reader
-	ctx context.Context
-	ds  string
-}
-
-func (v readerVersions) Manifest(version uint64) (*table.Manifest, error) {
-	m, _, err := v.r.dl.Load(v.ctx, v.ds, version, v)
-	if errors.Is(err, declog.ErrNoVersion) || errors.Is(err, declog.ErrNoDataset) {
-		return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
 	}
 	return m, err
 }

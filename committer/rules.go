@@ -5,6 +5,7 @@ package committer
 // results as rejection reasons, violations and manifests.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,7 +22,7 @@ import (
 type history interface {
 	table.Versions
 	// Committed returns the transaction committed at version.
-	Committed(version uint64) (*lancepb.Transaction, error)
+	Committed(ctx context.Context, version uint64) (*lancepb.Transaction, error)
 }
 
 // errBrokenState reports committed state the rules cannot read (a
@@ -60,7 +61,7 @@ type ruleOptions struct {
 // checkPreconditions validates txn's preconditions against the pinned
 // manifest and evaluates them against head. Any failure is a *rejection;
 // a violation names the version and transaction that changed the cells.
-func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, op table.Op, opts ruleOptions) error {
+func checkPreconditions(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, op table.Op, opts ruleOptions) error {
 	// Not a precondition, but it too needs the read version: new data
 	// files must name fields of the schema the writer read.
 	if err := table.CheckFileFields(txn, pinned.Schema()); err != nil {
@@ -78,7 +79,7 @@ func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, 
 		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
 	}
 	eo := evaluator.Options{Policy: opts.policy, Deletions: opts.deletions}
-	v, err := evaluator.Evaluate(pinned, head, pre, eo)
+	v, err := evaluator.Evaluate(ctx, pinned, head, pre, eo)
 	if errors.Is(err, evaluator.ErrMalformedManifest) {
 		// The committed manifests themselves do not read: the state is
 		// broken, not the transaction. Decide nothing.
@@ -90,8 +91,8 @@ func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, 
 	if v.Accepted() {
 		return nil
 	}
-	if steps, err := blameSteps(pinned, head, opts.hist); err == nil {
-		v = evaluator.Blame(pinned, steps, pre, v, eo)
+	if steps, err := blameSteps(ctx, pinned, head, opts.hist); err == nil {
+		v = evaluator.Blame(ctx, pinned, steps, pre, v, eo)
 	}
 	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), pinned.Version())
 	for _, x := range v.Violations {
@@ -113,18 +114,18 @@ func checkPreconditions(pinned, head *table.Manifest, txn *lancepb.Transaction, 
 }
 
 // blameSteps lists the versions after pinned up to head for Blame.
-func blameSteps(pinned, head *table.Manifest, hist history) ([]evaluator.Step, error) {
+func blameSteps(ctx context.Context, pinned, head *table.Manifest, hist history) ([]evaluator.Step, error) {
 	var steps []evaluator.Step
 	prev := pinned
 	for v := pinned.Version() + 1; v <= head.Version(); v++ {
-		txn, err := hist.Committed(v)
+		txn, err := hist.Committed(ctx, v)
 		if err != nil {
 			return nil, err
 		}
 		m := head
 		if v < head.Version() {
-			if m, err = hist.Manifest(v); err != nil {
-				if m, err = table.Apply(prev, txn, hist); err != nil {
+			if m, err = hist.Manifest(ctx, v); err != nil {
+				if m, err = table.Apply(ctx, prev, txn, hist); err != nil {
 					return nil, err
 				}
 			}
@@ -139,16 +140,16 @@ func blameSteps(pinned, head *table.Manifest, hist history) ([]evaluator.Step, e
 // version and rebases it onto head. It returns the transaction as it will
 // be committed and the deletion files to write first. Conflicts are
 // *rejection values.
-func land(pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
+func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
 	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions}
 	for v := txn.GetReadVersion() + 1; v <= head.Version(); v++ {
-		other, err := opts.hist.Committed(v)
+		other, err := opts.hist.Committed(ctx, v)
 		if err != nil {
 			return nil, nil, err
 		}
 		in.Committed = append(in.Committed, table.Committed{Version: v, Txn: other})
 	}
-	res, err := table.Rebase(in)
+	res, err := table.Rebase(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,8 +168,8 @@ func land(pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptio
 // applyTxn applies a committed transaction to head (nil for creation) and
 // returns the next manifest. It is used both when deciding and when
 // replaying the log, so the two cannot diverge.
-func applyTxn(head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
-	return table.Apply(head, txn, older)
+func applyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
+	return table.Apply(ctx, head, txn, older)
 }
 
 // errorReason maps an error from the table model to a rejection reason:

@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -84,7 +85,7 @@ func (s *state) headVersion() uint64 {
 }
 
 // Manifest implements history (and table.Versions).
-func (s *state) Manifest(v uint64) (*table.Manifest, error) {
+func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	if s.head != nil && v == s.head.Version() {
 		return s.head, nil
 	}
@@ -94,23 +95,23 @@ func (s *state) Manifest(v uint64) (*table.Manifest, error) {
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("manifest %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
 	}
-	return s.older.Manifest(v)
+	return s.older.Manifest(ctx, v)
 }
 
 // Committed implements history.
-func (s *state) Committed(v uint64) (*lancepb.Transaction, error) {
+func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := s.txns[v]; ok {
 		return t, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
 	}
-	return s.older.Committed(v)
+	return s.older.Committed(ctx, v)
 }
 
 // decide decides one staged message against the current (provisional)
 // state and, unless it is a skip, records the result in the state.
-func (s *state) decide(in staged) verdict {
+func (s *state) decide(ctx context.Context, in staged) verdict {
 	id, txn, op, decodeErr := s.identify(in)
 	if s.decided.has(id) {
 		return verdict{skip: true}
@@ -119,7 +120,7 @@ func (s *state) decide(in staged) verdict {
 	if txn != nil {
 		rec.ReadVersion = txn.GetReadVersion()
 	}
-	v, rej := s.judge(in, txn, op, decodeErr, rec)
+	v, rej := s.judge(ctx, in, txn, op, decodeErr, rec)
 	if v.broken != nil {
 		return v
 	}
@@ -175,7 +176,7 @@ func validID(id string) bool {
 
 // judge runs the protocol's checks in order. It returns the committed
 // verdict or the first rejection.
-func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
 	switch {
 	case !s.validName:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))
@@ -186,7 +187,7 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
-		return s.create(txn, rec)
+		return s.create(ctx, txn, rec)
 	}
 	head := s.head
 	switch {
@@ -201,7 +202,7 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	case s.lim.retain > 0 && head.Version()-rv > s.lim.retain:
 		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is older than the %d retained versions", rv, s.lim.retain)
 	}
-	pinned, err := s.Manifest(rv)
+	pinned, err := s.Manifest(ctx, rv)
 	if err != nil {
 		if errors.Is(err, table.ErrVersionNotFound) {
 			return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
@@ -210,31 +211,31 @@ func (s *state) judge(in staged, txn *lancepb.Transaction, op table.Op, decodeEr
 	}
 	opts := s.lim.rules
 	opts.hist = s
-	if err := checkPreconditions(pinned, head, txn, op, opts); err != nil {
+	if err := checkPreconditions(ctx, pinned, head, txn, op, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil
 		}
 		return verdict{}, asRejection(err)
 	}
-	rebased, dels, err := land(pinned, head, txn, opts)
+	rebased, dels, err := land(ctx, pinned, head, txn, opts)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	next, err := applyTxn(head, rebased, s)
+	next, err := applyTxn(ctx, head, rebased, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
 	return s.finish(next, rebased, dels, rec)
 }
 
-func (s *state) create(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if s.head != nil {
 		return verdict{}, reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.ds, s.head.Version())
 	}
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
-	next, err := applyTxn(nil, txn, s)
+	next, err := applyTxn(ctx, nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
@@ -346,9 +347,9 @@ func (s *state) evict() {
 // replay folds one record of the decision log into the state, as when
 // catching up after a fence. Committed records are applied with the same
 // function deciding uses; the result must carry the recorded version.
-func (s *state) replay(r declog.Record) error {
+func (s *state) replay(ctx context.Context, r declog.Record) error {
 	if r.Committed() {
-		if err := s.advance(r); err != nil {
+		if err := s.advance(ctx, r); err != nil {
 			return err
 		}
 		s.versionSeq = append(s.versionSeq, r.Seq)
@@ -360,8 +361,8 @@ func (s *state) replay(r declog.Record) error {
 }
 
 // advance applies a committed record to the head manifest.
-func (s *state) advance(r declog.Record) error {
-	next, txn, err := declog.Replay(s.head, r, s)
+func (s *state) advance(ctx context.Context, r declog.Record) error {
+	next, txn, err := declog.Replay(ctx, s.head, r, s)
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", s.ds, err)
 	}

@@ -18,7 +18,7 @@ func BenchmarkDecide(b *testing.B) {
 			seq := uint64(0)
 			decide := func(txn *lancepb.Transaction) verdict {
 				seq++
-				v := st.decide(staged{seq: seq, data: mustMarshal(b, txn)})
+				v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
 				m := st.mark()
 				st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 				return v

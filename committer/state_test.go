@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -18,14 +19,14 @@ type memHistory struct {
 	txns map[uint64]*lancepb.Transaction
 }
 
-func (h *memHistory) Manifest(v uint64) (*table.Manifest, error) {
+func (h *memHistory) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
 	if m, ok := h.ms[v]; ok {
 		return m, nil
 	}
 	return nil, table.ErrVersionNotFound
 }
 
-func (h *memHistory) Committed(v uint64) (*lancepb.Transaction, error) {
+func (h *memHistory) Committed(_ context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := h.txns[v]; ok {
 		return t, nil
 	}
@@ -40,7 +41,7 @@ func decideAll(t *testing.T, st *state, h *memHistory, txns ...*lancepb.Transact
 	for _, txn := range txns {
 		m := st.mark()
 		seq := st.lastTxnSeq + 1
-		v := st.decide(staged{seq: seq, data: mustMarshal(t, txn)})
+		v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
 		if v.skip {
 			out = append(out, v)
 			continue
@@ -87,7 +88,7 @@ func TestStateWindowRetentionRollback(t *testing.T) {
 	// A provisional batch rolled back leaves no trace.
 	m := st.mark()
 	id := newUUID()
-	v := st.decide(staged{seq: st.lastTxnSeq + 1, data: mustMarshal(t, appendTxn(id, 10))})
+	v := st.decide(t.Context(), staged{seq: st.lastTxnSeq + 1, data: mustMarshal(t, appendTxn(id, 10))})
 	if v.next == nil || st.headVersion() != 11 || !st.decided.has(id) {
 		t.Fatalf("provisional decision: %v", v.rec)
 	}
@@ -134,7 +135,7 @@ func TestFSDeletionsRoundTrip(t *testing.T) {
 	if _, err := filepath.Glob(filepath.Join(root, "ds", "_deletions", "7-3-42.bin")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.DeletionVector(7, df)
+	got, err := d.DeletionVector(t.Context(), 7, df)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestFSDeletionsRoundTrip(t *testing.T) {
 		t.Errorf("read back %v, want %v", got, rows)
 	}
 	arrow := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_ARROW_ARRAY, ReadVersion: 3, Id: 43, NumDeletedRows: 1}
-	if _, err := d.DeletionVector(7, arrow); !errors.Is(err, table.ErrMalformed) {
+	if _, err := d.DeletionVector(t.Context(), 7, arrow); !errors.Is(err, table.ErrMalformed) {
 		t.Errorf("arrow deletion file: err %v, want ErrMalformed (read as changed)", err)
 	}
 }

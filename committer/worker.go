@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
@@ -359,7 +360,7 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
 			continue // decided already (a redelivery): ack only
 		}
-		v := st.decide(in)
+		v := st.decide(ctx, in)
 		if v.broken != nil {
 			st.rollback(m)
 			return fmt.Errorf("%s: staged message %d: %w", w.ds, in.seq, v.broken)
@@ -477,7 +478,7 @@ func (w *worker) catchUp(ctx context.Context) error {
 	defer cancel()
 	st := w.st
 	from := st.lastDecSeq + 1
-	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, st.replay)
+	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, func(r declog.Record) error { return st.replay(ctx, r) })
 	if err != nil {
 		return err
 	}

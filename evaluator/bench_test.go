@@ -139,14 +139,14 @@ func BenchmarkEvaluate(b *testing.B) {
 					// A deleted row of a whole fragment is protected: those
 					// cases measure the reject path.
 					wantAccept := head != "unrelated-delete" || shape.name == "point-cell" || shape.name == "1M-row-bitmap"
-					v, err := Evaluate(t.pinned, h, shape.pre, opts)
+					v, err := Evaluate(b.Context(), t.pinned, h, shape.pre, opts)
 					if err != nil || v.Accepted() != wantAccept {
 						b.Fatalf("%v %v", v, err)
 					}
 					b.ReportAllocs()
 					b.ResetTimer()
 					for range b.N {
-						v, _ = Evaluate(t.pinned, h, shape.pre, opts)
+						v, _ = Evaluate(b.Context(), t.pinned, h, shape.pre, opts)
 					}
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "evals/s")
 				})
@@ -193,13 +193,13 @@ func BenchmarkBlame(b *testing.B) {
 		steps = append(steps, Step{Version: v, TxnUUID: fmt.Sprint(v), Manifest: m})
 	}
 	pre := []Precondition{CellsUnchanged(Offsets(5, 17), 3)}
-	v, err := Evaluate(t.pinned, m, pre, Options{})
+	v, err := Evaluate(b.Context(), t.pinned, m, pre, Options{})
 	if err != nil || v.Accepted() {
 		b.Fatal(v, err)
 	}
 	b.ReportAllocs()
 	for range b.N {
-		if got := Blame(t.pinned, steps, pre, v, Options{}); got.Violations[0].Version == 0 {
+		if got := Blame(b.Context(), t.pinned, steps, pre, v, Options{}); got.Violations[0].Version == 0 {
 			b.Fatal(got)
 		}
 	}

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"slices"
 
 	"cellguard/table"
@@ -30,7 +31,7 @@ type Step struct {
 // first few steps. Unchanged fragments cost two lookups per step. A step
 // whose comparison fails (for example, a malformed overlay bitmap) is
 // taken as the culprit. Violations Blame cannot attribute keep zero values.
-func Blame(pinned *table.Manifest, history []Step, pre []Precondition, v Verdict, opts Options) Verdict {
+func Blame(ctx context.Context, pinned *table.Manifest, history []Step, pre []Precondition, v Verdict, opts Options) Verdict {
 	if len(v.Violations) == 0 || pinned == nil {
 		return v
 	}
@@ -43,7 +44,7 @@ func Blame(pinned *table.Manifest, history []Step, pre []Precondition, v Verdict
 		}
 		for k := range out.Violations {
 			x := &out.Violations[k]
-			if named[k] || !differs(pinned, st.Manifest, pre, x, opts) {
+			if named[k] || !differs(ctx, pinned, st.Manifest, pre, x, opts) {
 				continue
 			}
 			x.Version, x.TxnUUID = st.Version, st.TxnUUID
@@ -58,7 +59,7 @@ func Blame(pinned *table.Manifest, history []Step, pre []Precondition, v Verdict
 }
 
 // differs reports whether m differs from pinned for x's cell group.
-func differs(pinned, m snapshot, pre []Precondition, x *Violation, opts Options) bool {
+func differs(ctx context.Context, pinned, m snapshot, pre []Precondition, x *Violation, opts Options) bool {
 	if x.Precondition < 0 || x.Precondition >= len(pre) {
 		return false
 	}
@@ -70,6 +71,6 @@ func differs(pinned, m snapshot, pre []Precondition, x *Violation, opts Options)
 		Fields: []int32{x.FieldID},
 		Rows:   RowSelection{frags: []fragRows{{id: x.FragmentID, rows: rows.bm}}},
 	}}
-	got, err := evaluate(pinned, m, one, opts)
+	got, err := evaluate(ctx, pinned, m, one, opts)
 	return err != nil || !got.Accepted()
 }

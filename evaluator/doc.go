@@ -46,7 +46,8 @@
 // protected row changed: DV_H ∩ R ≠ DV_P ∩ R. Routine deletes of other rows
 // do not disturb derived-column writers. It reads deletion vectors through
 // Options.Deletions, and only for protected fragments whose deletion file
-// changed; if it cannot read them, it counts the changed file as a change
+// changed; the ctx given to Evaluate bounds those reads (evaluation does
+// no other I/O, and ctx is not used otherwise). If it cannot read them, it counts the changed file as a change
 // and says so. Strict rejects on any deletion-file change in a protected
 // fragment, as Lance's first implementation does. Ignore never rejects for
 // deletions: deleted cells are masked anyway.
@@ -59,7 +60,7 @@
 //	if err != nil {
 //		// errors.Is(err, evaluator.ErrInvalidPrecondition): reject for good.
 //	}
-//	v, err := evaluator.Evaluate(pinned, head, pre, evaluator.Options{
+//	v, err := evaluator.Evaluate(ctx, pinned, head, pre, evaluator.Options{
 //		Policy:    policy,
 //		Deletions: deletionReader,
 //	})
@@ -67,7 +68,7 @@
 //		// A malformed manifest: the state, not the transaction, is broken.
 //	}
 //	if !v.Accepted() {
-//		v = evaluator.Blame(pinned, history, pre, v, opts) // name version and txn
+//		v = evaluator.Blame(ctx, pinned, history, pre, v, opts) // name version and txn
 //		// reject, retryable: the worker recomputes what v.Violations name
 //	}
 //
@@ -75,7 +76,7 @@
 // manifest) decides stale reads without rebuilding old versions:
 //
 //	pre, err := evaluator.CheckTransaction(txn, limits) // decode, operation
-//	v, err := evaluator.EvaluateIndexed(index, txn.GetReadVersion(), pre, evaluator.IndexedOptions{
+//	v, err := evaluator.EvaluateIndexed(ctx, index, txn.GetReadVersion(), pre, evaluator.IndexedOptions{
 //		Options: evaluator.Options{Policy: policy, Deletions: deletionReader},
 //		Pin:     loadReadVersion, // only for read versions older than the index
 //	})

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -52,11 +53,11 @@ import (
 // costs two lookups and a pointer comparison. The accept path allocates
 // nothing unless overlays or changed deletion vectors of a named fragment
 // must be decoded and compared.
-func Evaluate(pinned, head *table.Manifest, pre []Precondition, opts Options) (Verdict, error) {
+func Evaluate(ctx context.Context, pinned, head *table.Manifest, pre []Precondition, opts Options) (Verdict, error) {
 	if pinned == nil || head == nil {
 		return Verdict{}, errors.New("evaluator: Evaluate needs the pinned and the head manifest")
 	}
-	return evaluate(pinned, head, pre, opts)
+	return evaluate(ctx, pinned, head, pre, opts)
 }
 
 // snapshot is what evaluation reads of a table version: a *table.Manifest,
@@ -74,7 +75,7 @@ var (
 )
 
 // evaluate is Evaluate over snapshots.
-func evaluate(pinned, head snapshot, pre []Precondition, opts Options) (Verdict, error) {
+func evaluate(ctx context.Context, pinned, head snapshot, pre []Precondition, opts Options) (Verdict, error) {
 	if opts.Policy > Ignore {
 		return Verdict{}, fmt.Errorf("evaluator: unknown deletion policy %d", opts.Policy)
 	}
@@ -85,7 +86,7 @@ func evaluate(pinned, head snapshot, pre []Precondition, opts Options) (Verdict,
 	}
 	ev := evaluation{p: pinned, h: head, opts: opts, sameSchema: pinned.Schema() == head.Schema()}
 	for i := range pre {
-		if err := ev.precondition(i, &pre[i]); err != nil {
+		if err := ev.precondition(ctx, i, &pre[i]); err != nil {
 			return Verdict{}, err
 		}
 	}
@@ -132,7 +133,7 @@ type finding struct {
 	rows   []uint32 // nil: sample the protected rows
 }
 
-func (ev *evaluation) precondition(i int, p *Precondition) error {
+func (ev *evaluation) precondition(ctx context.Context, i int, p *Precondition) error {
 	var buf [16]fieldState // no allocation for up to 16 declared fields
 	var fs []fieldState
 	if len(p.Fields) <= len(buf) {
@@ -147,14 +148,14 @@ func (ev *evaluation) precondition(i int, p *Precondition) error {
 		}
 	}
 	for _, fr := range p.Rows.frags {
-		if err := ev.fragment(i, fs, fr); err != nil {
+		if err := ev.fragment(ctx, i, fs, fr); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (ev *evaluation) fragment(i int, fs []fieldState, fr fragRows) error {
+func (ev *evaluation) fragment(ctx context.Context, i int, fs []fieldState, fr fragRows) error {
 	fp, _ := ev.p.Fragment(fr.id) // checkPinned made sure it exists
 	fh, ok := ev.h.Fragment(fr.id)
 	var whole finding // applies to every field of the fragment
@@ -192,7 +193,7 @@ func (ev *evaluation) fragment(i int, fs []fieldState, fr fragRows) error {
 		}
 		if got.reason == 0 {
 			if !delDone {
-				del, delDone = ev.deletions(fp, fh, fr), true
+				del, delDone = ev.deletions(ctx, fp, fh, fr), true
 			}
 			got = del
 		}
@@ -479,7 +480,7 @@ func deletionName(frag uint64, df *lancepb.DeletionFile) string {
 
 // deletions applies the deletion policy to a fragment present in both
 // manifests.
-func (ev *evaluation) deletions(fp, fh *table.Fragment, fr fragRows) finding {
+func (ev *evaluation) deletions(ctx context.Context, fp, fh *table.Fragment, fr fragRows) finding {
 	dfP, dfH := fp.DeletionFile(), fh.DeletionFile()
 	if ev.opts.Policy == Ignore ||
 		sameDeletionFile(dfP, dfH) && (dfP == nil || dfP.BaseId == nil || ev.sameBasePath(dfP.GetBaseId())) {
@@ -495,8 +496,8 @@ func (ev *evaluation) deletions(fp, fh *table.Fragment, fr fragRows) finding {
 		}
 		return finding{reason: DeletionsChanged, detail: change() + "; no deletion vector reader, so the change counts"}
 	}
-	dvP, errP := readDV(ev.opts.Deletions, fp)
-	dvH, errH := readDV(ev.opts.Deletions, fh)
+	dvP, errP := readDV(ctx, ev.opts.Deletions, fp)
+	dvH, errH := readDV(ctx, ev.opts.Deletions, fh)
 	if errP != nil || errH != nil {
 		if ev.opts.Policy == Strict {
 			return finding{reason: DeletionsChanged, detail: change()}
@@ -521,12 +522,12 @@ func (ev *evaluation) deletions(fp, fh *table.Fragment, fr fragRows) finding {
 }
 
 // readDV returns the deleted offsets of f, nil when it has no deletion file.
-func readDV(dv table.DeletionVectors, f *table.Fragment) (*roaring.Bitmap, error) {
+func readDV(ctx context.Context, dv table.DeletionVectors, f *table.Fragment) (*roaring.Bitmap, error) {
 	df := f.DeletionFile()
 	if df == nil {
 		return nil, nil
 	}
-	bm, err := dv.DeletionVector(f.ID(), df)
+	bm, err := dv.DeletionVector(ctx, f.ID(), df)
 	if err == nil && bm == nil {
 		err = fmt.Errorf("no deletion vector for %s", table.DeletionFilePath(f.ID(), df))
 	}

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -482,11 +483,11 @@ func TestScenarios(t *testing.T) {
 			if sc.deletions != nil {
 				opts.Deletions = sc.deletions(h)
 			}
-			v, err := Evaluate(h.pinned(), h.head, sc.pre, opts)
+			v, err := Evaluate(t.Context(), h.pinned(), h.head, sc.pre, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v = Blame(h.pinned(), h.steps, sc.pre, v, opts)
+			v = Blame(t.Context(), h.pinned(), h.steps, sc.pre, v, opts)
 			if got := render(v); got != sc.want {
 				t.Errorf("got:\n%s\nwant:\n%s\ndetails:\n%s", got, sc.want, v)
 			}
@@ -512,7 +513,7 @@ func TestScenarios(t *testing.T) {
 func checkPolicyOrder(t *testing.T, h *hist, pre []Precondition) {
 	t.Helper()
 	groups := func(p DeletionPolicy) map[[3]uint64]bool {
-		v, err := Evaluate(h.pinned(), h.head, pre, Options{Policy: p, Deletions: h.dv})
+		v, err := Evaluate(t.Context(), h.pinned(), h.head, pre, Options{Policy: p, Deletions: h.dv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -576,20 +577,20 @@ func TestEvaluateErrors(t *testing.T) {
 			CommittedVersion: 42,
 		})
 	})
-	if _, err := Evaluate(h.pinned(), h.head, x3(1), Options{}); !errors.Is(err, ErrMalformedManifest) {
+	if _, err := Evaluate(t.Context(), h.pinned(), h.head, x3(1), Options{}); !errors.Is(err, ErrMalformedManifest) {
 		t.Errorf("malformed overlay coverage: err = %v, want ErrMalformedManifest", err)
 	}
 	h.editFragment(2, func(pb *lancepb.DataFragment) {
 		pb.Overlays = append(pb.Overlays, &lancepb.DataOverlayFile{DataFile: dataFile("ov.lance", fX), CommittedVersion: 43})
 	})
 	pre := []Precondition{CellsUnchanged(Offsets(2, 1), fX)}
-	if _, err := Evaluate(h.pinned(), h.head, pre, Options{}); !errors.Is(err, ErrMalformedManifest) {
+	if _, err := Evaluate(t.Context(), h.pinned(), h.head, pre, Options{}); !errors.Is(err, ErrMalformedManifest) {
 		t.Errorf("overlay without coverage: err = %v, want ErrMalformedManifest", err)
 	}
-	if _, err := Evaluate(nil, h.head, pre, Options{}); err == nil {
+	if _, err := Evaluate(t.Context(), nil, h.head, pre, Options{}); err == nil {
 		t.Error("nil pinned manifest: no error")
 	}
-	if _, err := Evaluate(h.pinned(), h.head, pre, Options{Policy: 9}); err == nil {
+	if _, err := Evaluate(t.Context(), h.pinned(), h.head, pre, Options{Policy: 9}); err == nil {
 		t.Error("unknown policy: no error")
 	}
 	// Evaluate validates against pinned on its own.
@@ -601,7 +602,7 @@ func TestEvaluateErrors(t *testing.T) {
 		CellsUnchanged(Offsets(3, 1)),
 		CellsUnchanged(RowSelection{}, fX),
 	} {
-		_, err := Evaluate(h.pinned(), h.head, []Precondition{p}, Options{})
+		_, err := Evaluate(t.Context(), h.pinned(), h.head, []Precondition{p}, Options{})
 		var inv *InvalidError
 		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalidPrecondition) {
 			t.Errorf("%v × %v: err = %v, want *InvalidError", p.Fields, p.Rows, err)
@@ -623,14 +624,14 @@ func TestDeletionVectorsOnlyWhenNeeded(t *testing.T) {
 	h.delete(1, 3)
 	h.replaceColumns(3, "f3-y.lance", fY)
 	c := &countingDV{dv: h.dv}
-	v, err := Evaluate(h.pinned(), h.head, x3(1, 2), Options{Deletions: c})
+	v, err := Evaluate(t.Context(), h.pinned(), h.head, x3(1, 2), Options{Deletions: c})
 	if err != nil || !v.Accepted() {
 		t.Fatalf("%v %v", v, err)
 	}
 	if c.n != 0 {
 		t.Errorf("%d deletion vector reads, want 0", c.n)
 	}
-	v, err = Evaluate(h.pinned(), h.head, []Precondition{CellsUnchanged(Offsets(1, 2), fX)}, Options{Deletions: c})
+	v, err = Evaluate(t.Context(), h.pinned(), h.head, []Precondition{CellsUnchanged(Offsets(1, 2), fX)}, Options{Deletions: c})
 	if err != nil || !v.Accepted() {
 		t.Fatalf("%v %v", v, err)
 	}
@@ -644,7 +645,7 @@ type countingDV struct {
 	n  int
 }
 
-func (c *countingDV) DeletionVector(frag uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+func (c *countingDV) DeletionVector(ctx context.Context, frag uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
 	c.n++
-	return c.dv.DeletionVector(frag, df)
+	return c.dv.DeletionVector(ctx, frag, df)
 }

@@ -1,6 +1,7 @@
 package evaluator_test
 
 import (
+	"context"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -55,11 +56,11 @@ func ExampleEvaluate() {
 	// The precondition: x unchanged in fragments 0–3 since version 41.
 	pre := []evaluator.Precondition{evaluator.CellsUnchanged(evaluator.WholeFragments(0, 1, 2, 3), 0)}
 	opts := evaluator.Options{} // ProtectedRows
-	v, err := evaluator.Evaluate(v41, v43, pre, opts)
+	v, err := evaluator.Evaluate(context.Background(), v41, v43, pre, opts)
 	if err != nil {
 		panic(err)
 	}
-	v = evaluator.Blame(v41, []evaluator.Step{
+	v = evaluator.Blame(context.Background(), v41, []evaluator.Step{
 		{Version: 42, TxnUUID: "7f3a…", Manifest: v42},
 		{Version: 43, TxnUUID: "c01d…", Manifest: v43},
 	}, pre, v, opts)
@@ -72,7 +73,7 @@ func ExampleEvaluate() {
 	// A precondition on z in fragments 0, 2 and 3 holds: neither the x
 	// overlay nor fragment 1's new z file touches those cells.
 	pre = []evaluator.Precondition{evaluator.CellsUnchanged(evaluator.WholeFragments(0, 2, 3), 2)}
-	v, _ = evaluator.Evaluate(v41, v43, pre, opts)
+	v, _ = evaluator.Evaluate(context.Background(), v41, v43, pre, opts)
 	fmt.Println(v.Outcome)
 	// Output:
 	// reject

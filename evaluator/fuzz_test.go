@@ -54,7 +54,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		for _, pol := range []DeletionPolicy{ProtectedRows, Strict, Ignore} {
-			if _, err := Evaluate(pinned, h.head, pre, Options{Policy: pol, Deletions: h.dv}); err != nil {
+			if _, err := Evaluate(t.Context(), pinned, h.head, pre, Options{Policy: pol, Deletions: h.dv}); err != nil {
 				t.Fatalf("valid preconditions do not evaluate: %v", err)
 			}
 		}
@@ -95,12 +95,12 @@ func FuzzEvaluate(f *testing.F) {
 			CellsUnchanged(WholeFragments(3), fY, fSA),
 		}
 		opts := Options{Policy: DeletionPolicy(pol % 3), Deletions: h.dv}
-		v1, err1 := Evaluate(pinned, head, pre, opts)
-		v2, err2 := Evaluate(pinned, head, pre, opts)
+		v1, err1 := Evaluate(t.Context(), pinned, head, pre, opts)
+		v2, err2 := Evaluate(t.Context(), pinned, head, pre, opts)
 		if (err1 == nil) != (err2 == nil) || v1.String() != v2.String() {
 			t.Fatal("not deterministic")
 		}
-		Blame(pinned, []Step{{Version: 99, TxnUUID: "x", Manifest: head}}, pre, v1, opts)
+		Blame(t.Context(), pinned, []Step{{Version: 99, TxnUUID: "x", Manifest: head}}, pre, v1, opts)
 	})
 }
 

@@ -201,7 +201,7 @@ func (h *hist) deleteIn(b *table.Builder, id uint64, offsets ...uint32) {
 	pb := h.frag(b, id)
 	dv := roaring.New()
 	if old := pb.DeletionFile; old != nil {
-		prev, err := h.dv.DeletionVector(id, old)
+		prev, err := h.dv.DeletionVector(h.t.Context(), id, old)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -364,11 +364,11 @@ func (h *hist) restore(v uint64) {
 // eval evaluates pre at the read version against head, then blames.
 func (h *hist) eval(pre []Precondition, policy DeletionPolicy) (Verdict, error) {
 	opts := Options{Policy: policy, Deletions: h.dv}
-	v, err := Evaluate(h.pinned(), h.head, pre, opts)
+	v, err := Evaluate(h.t.Context(), h.pinned(), h.head, pre, opts)
 	if err != nil {
 		return v, err
 	}
-	return Blame(h.pinned(), h.steps, pre, v, opts), nil
+	return Blame(h.t.Context(), h.pinned(), h.steps, pre, v, opts), nil
 }
 
 // render prints a verdict without details, one violation per line.

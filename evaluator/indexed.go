@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,7 +60,7 @@ func CheckTransaction(txn *lancepb.Transaction, lim Limits) ([]Precondition, err
 // invalid at the read version give *InvalidError, as Evaluate does.
 //
 // Violations name their culprit as BlameIndexed does.
-func EvaluateIndexed(ix *table.ChangeIndex, readVersion uint64, pre []Precondition, opts IndexedOptions) (Verdict, error) {
+func EvaluateIndexed(ctx context.Context, ix *table.ChangeIndex, readVersion uint64, pre []Precondition, opts IndexedOptions) (Verdict, error) {
 	if ix == nil || ix.Head() == nil {
 		return Verdict{}, errors.New("evaluator: EvaluateIndexed needs a change index with a head")
 	}
@@ -67,11 +68,11 @@ func EvaluateIndexed(ix *table.ChangeIndex, readVersion uint64, pre []Preconditi
 	if err != nil {
 		return Verdict{}, err
 	}
-	v, err := evaluate(pinned, ix.Head(), pre, opts.Options)
+	v, err := evaluate(ctx, pinned, ix.Head(), pre, opts.Options)
 	if err != nil || v.Accepted() {
 		return v, err
 	}
-	return blameIndexed(ix, pinned, pre, v, opts), nil
+	return blameIndexed(ctx, ix, pinned, pre, v, opts), nil
 }
 
 // pinAt returns the table at version rv: pinned if given, else the index's
@@ -122,7 +123,7 @@ func pinAt(ix *table.ChangeIndex, rv uint64, pinned *table.Manifest, pin func() 
 // unchanged at H, the culprit named is the first differing version after
 // H; a change made and undone before H is not seen, and the Detail says
 // "earlier versions not indexed".
-func BlameIndexed(ix *table.ChangeIndex, readVersion uint64, pinned *table.Manifest, pre []Precondition, v Verdict, opts IndexedOptions) Verdict {
+func BlameIndexed(ctx context.Context, ix *table.ChangeIndex, readVersion uint64, pinned *table.Manifest, pre []Precondition, v Verdict, opts IndexedOptions) Verdict {
 	if len(v.Violations) == 0 || ix == nil || ix.Head() == nil {
 		return v
 	}
@@ -130,7 +131,7 @@ func BlameIndexed(ix *table.ChangeIndex, readVersion uint64, pinned *table.Manif
 	if err != nil {
 		return v
 	}
-	return blameIndexed(ix, p, pre, v, opts)
+	return blameIndexed(ctx, ix, p, pre, v, opts)
 }
 
 // blameSearch is the state of one BlameIndexed call.
@@ -142,20 +143,20 @@ type blameSearch struct {
 	budget int
 }
 
-func blameIndexed(ix *table.ChangeIndex, pinned snapshot, pre []Precondition, v Verdict, opts IndexedOptions) Verdict {
+func blameIndexed(ctx context.Context, ix *table.ChangeIndex, pinned snapshot, pre []Precondition, v Verdict, opts IndexedOptions) Verdict {
 	b := blameSearch{ix: ix, pinned: pinned, pre: pre, opts: opts.Options, budget: opts.MaxBlameSteps}
 	if b.budget <= 0 {
 		b.budget = DefaultMaxBlameSteps
 	}
 	out := Verdict{Outcome: v.Outcome, Violations: slices.Clone(v.Violations)}
 	for k := range out.Violations {
-		b.name(&out.Violations[k])
+		b.name(ctx, &out.Violations[k])
 	}
 	return out
 }
 
 // name finds x's culprit, or says in x.Detail why it cannot.
-func (b *blameSearch) name(x *Violation) {
+func (b *blameSearch) name(ctx context.Context, x *Violation) {
 	rv := b.pinned.Version()
 	after, note := rv, ""
 	if h := b.ix.Horizon(); rv < h {
@@ -164,7 +165,7 @@ func (b *blameSearch) name(x *Violation) {
 			return
 		}
 		b.budget--
-		if w, _ := b.ix.At(h); differs(b.pinned, w, b.pre, x, b.opts) {
+		if w, _ := b.ix.At(h); differs(ctx, b.pinned, w, b.pre, x, b.opts) {
 			x.Detail = appendNote(x.Detail, fmt.Sprintf("culprit not identified: changed at or before version %d, older than the change index", h))
 			return
 		}
@@ -177,7 +178,7 @@ func (b *blameSearch) name(x *Violation) {
 		}
 		for _, c := range cands {
 			b.budget--
-			if w, _ := b.ix.At(c); differs(b.pinned, w, b.pre, x, b.opts) {
+			if w, _ := b.ix.At(c); differs(ctx, b.pinned, w, b.pre, x, b.opts) {
 				x.Version = c
 				x.TxnUUID, _ = b.ix.Txn(c)
 				if note != "" {

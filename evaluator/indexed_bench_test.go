@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -52,7 +53,7 @@ func BenchmarkStaleRead(b *testing.B) {
 				var v Verdict
 				for b.Loop() {
 					var err error
-					if v, err = EvaluateIndexed(ix, rv, pre, opts); err != nil {
+					if v, err = EvaluateIndexed(b.Context(), ix, rv, pre, opts); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -75,7 +76,9 @@ type staleHist struct {
 	culprit uint64
 }
 
-func (h *staleHist) Manifest(v uint64) (*table.Manifest, error) { return h.mans[v], nil }
+func (h *staleHist) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
+	return h.mans[v], nil
+}
 
 func staleHistory(b *testing.B, lag uint64) *staleHist {
 	b.Helper()
@@ -110,7 +113,7 @@ func staleHistory(b *testing.B, lag uint64) *staleHist {
 				PhysicalRows: 1, Files: []*lancepb.DataFile{dataFile(fmt.Sprintf("a-%d.lance", i), 0, 1)},
 			}}}}
 		}
-		next, err := table.Apply(head, txn, h)
+		next, err := table.Apply(b.Context(), head, txn, h)
 		if err != nil {
 			b.Fatalf("v%d: %v", head.Version()+1, err)
 		}

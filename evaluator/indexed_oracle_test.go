@@ -41,7 +41,7 @@ func (s *sim) checkIndexed(t *testing.T, ix *table.ChangeIndex, r uint64, pre []
 	if small {
 		io.MaxBlameSteps = 1 + s.rng.IntN(3)
 	}
-	got, err := EvaluateIndexed(ix, r, pre, io)
+	got, err := EvaluateIndexed(t.Context(), ix, r, pre, io)
 	if err != nil {
 		t.Fatalf("EvaluateIndexed v%d→v%d: %v", r, ix.Head().Version(), err)
 	}

@@ -149,14 +149,14 @@ func (s *sim) oracleCase(t *testing.T, st *oracleStats) {
 	ix := s.changeIndex(h)
 	for _, pol := range []DeletionPolicy{ProtectedRows, Strict, Ignore} {
 		opts := Options{Policy: pol, Deletions: s.dv}
-		v, err := Evaluate(pinned, head, pre, opts)
+		v, err := Evaluate(t.Context(), pinned, head, pre, opts)
 		if err != nil {
 			t.Fatalf("Evaluate v%d→v%d: %v", r, h, err)
 		}
-		if again, _ := Evaluate(pinned, head, pre, opts); again.String() != v.String() {
+		if again, _ := Evaluate(t.Context(), pinned, head, pre, opts); again.String() != v.String() {
 			t.Fatalf("Evaluate is not deterministic:\n%s\n%s", v, again)
 		}
-		v = Blame(pinned, steps, pre, v, opts)
+		v = Blame(t.Context(), pinned, steps, pre, v, opts)
 		s.checkIndexed(t, ix, r, pre, opts, v)
 		rejected := map[group]Violation{}
 		for _, x := range v.Violations {
@@ -206,7 +206,7 @@ func (s *sim) oracleCase(t *testing.T, st *oracleStats) {
 func (s *sim) cause(r, h uint64, p Precondition, g group, opts Options, reason Reason) string {
 	one := []Precondition{{Fields: []int32{g.field}, Rows: RowSelection{frags: []fragRows{{id: g.frag, rows: mustRows(p, g.frag)}}}}}
 	for v := r + 1; v <= h; v++ {
-		got, err := Evaluate(s.mans[r], s.mans[v], one, opts)
+		got, err := Evaluate(s.t.Context(), s.mans[r], s.mans[v], one, opts)
 		if err == nil && len(got.Violations) == 1 && got.Violations[0].Reason == reason {
 			op := s.log[v-1]
 			return op[strings.IndexByte(op, ' ')+1:]

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -115,7 +116,7 @@ type sim struct {
 }
 
 // Manifest implements table.Versions for Restore.
-func (s *sim) Manifest(v uint64) (*table.Manifest, error) {
+func (s *sim) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
 	if v == 0 || v >= uint64(len(s.mans)) {
 		return nil, &table.Error{Op: "sim", Err: table.ErrVersionNotFound}
 	}
@@ -261,7 +262,7 @@ func (s *sim) commit(txn *lancepb.Transaction, st *simState, what string) {
 	s.t.Helper()
 	txn.ReadVersion = s.head()
 	txn.Uuid = fmt.Sprintf("txn-%d", s.head()+1)
-	m, err := table.Apply(s.mans[s.head()], txn, s)
+	m, err := table.Apply(s.t.Context(), s.mans[s.head()], txn, s)
 	if err != nil {
 		s.t.Fatalf("%s at v%d: %v\n%s", what, s.head(), err, s.history())
 	}

@@ -33,7 +33,7 @@ func collect(t *testing.T, sub *events.Subscriber, n int, during func(got int)) 
 		t.Fatalf("Run: %v", err)
 	}
 	if len(got) != n {
-		t.Fatalf("got %d versions, want %d", len(got), n)
+		t.Fatalf("got %d versions %v, want %d", len(got), versions(got), n)
 	}
 	return got
 }

@@ -13,9 +13,9 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
-	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/rejection"
 )
 
 // Errors of the events package.
@@ -63,8 +63,9 @@ type Rejected struct {
 	Seq     uint64 // CG_DEC stream sequence of the record
 	// Err carries the reason, the violations (with the culprit version
 	// and transaction) and the message; errors.Is(Err,
-	// producer.ErrRetryable) says whether recomputing can help.
-	Err      *producer.RejectedError
+	// rejection.ErrRetryable) says whether recomputing can help. It is
+	// the error the producer's Commit returned (producer.RejectedError).
+	Err      *rejection.Error
 	Decision *cellguardpb.Decision
 	// Delivery counts deliveries of this rejection to the queue (1 the
 	// first time).
@@ -207,7 +208,7 @@ func (q *Rejections) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // feed itself is returned.
 func (q *Rejections) deliver(ctx context.Context, d declog.Delivery, h RejectionHandler) error {
 	m := d.Msg
-	r := &Rejected{Dataset: d.Dataset, TxnID: d.TxnID, Seq: d.Seq, Err: producer.Rejection(d.Decision), Decision: d.Decision, Delivery: d.Delivered}
+	r := &Rejected{Dataset: d.Dataset, TxnID: d.TxnID, Seq: d.Seq, Err: rejection.FromDecision(d.Decision), Decision: d.Decision, Delivery: d.Delivered}
 	if q.cfg.Queue == "" {
 		if err := h(ctx, r); err != nil && !errors.Is(err, ErrDrop) && ctx.Err() == nil {
 			return err

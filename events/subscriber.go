@@ -11,7 +11,6 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
-	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -31,9 +30,6 @@ type Config struct {
 	// Durable names a durable consumer: the server remembers how far it
 	// got, across restarts. Empty means an ephemeral (ordered) consumer.
 	Durable string
-	// Reader reads manifests (default: a producer.Client on the same
-	// connection, closed with the Subscriber's Run).
-	Reader *producer.Client
 	// AckWait is the durable consumer's AckWait (default 30 s): how long a
 	// version handed to a handler that died stays with it.
 	AckWait time.Duration
@@ -65,7 +61,6 @@ type Handler func(ctx context.Context, c *Committed) error
 type Subscriber struct {
 	cfg Config
 	sc  subject.Scheme
-	nc  *nats.Conn
 	js  jetstream.JetStream
 }
 
@@ -88,26 +83,18 @@ func NewSubscriber(nc *nats.Conn, cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	return &Subscriber{cfg: cfg, sc: sc, nc: nc, js: js}, nil
+	return &Subscriber{cfg: cfg, sc: sc, js: js}, nil
 }
 
 // Run delivers versions to h, one at a time and in version order, until
 // ctx ends (then it returns nil) or h or the log fails. Run blocks; the
 // goroutines it starts have exited when it returns.
 func (s *Subscriber) Run(ctx context.Context, h Handler) error {
-	reader := s.cfg.Reader
-	if reader == nil {
-		var err error
-		if reader, err = producer.New(s.nc, producer.Config{Prefix: s.cfg.Prefix}); err != nil {
-			return fmt.Errorf("events: %w", err)
-		}
-		defer reader.Close()
-	}
 	dl, err := declog.Open(ctx, s.js, s.sc, declog.Options{})
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	r := &run{s: s, reader: reader, dl: dl, h: h}
+	r := &run{s: s, dl: dl, older: dl.Versions(s.cfg.Dataset), h: h}
 	err = r.run(ctx)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrMsgIteratorClosed)) {
 		return nil
@@ -116,10 +103,12 @@ func (s *Subscriber) Run(ctx context.Context, h Handler) error {
 }
 
 // run is the state of one Run: the manifest of the last version handled.
+// Manifests it does not have are rebuilt from the newest checkpoint and
+// the log, as every reader of the decision log rebuilds them.
 type run struct {
 	s      *Subscriber
-	reader *producer.Client
 	dl     *declog.Log
+	older  table.Versions // the dataset's versions, for Restore and restarts
 	h      Handler
 	last   *table.Manifest
 	lastV  uint64
@@ -192,23 +181,23 @@ func (r *run) start(ctx context.Context) (uint64, error) {
 		r.loaded = true
 		return 1, nil
 	case from == 0:
-		snap, err := r.reader.Latest(ctx, s.cfg.Dataset)
-		if errors.Is(err, producer.ErrDatasetNotFound) {
+		m, seq, err := r.dl.Load(ctx, s.cfg.Dataset, 0, r.older)
+		if errors.Is(err, declog.ErrNoDataset) {
 			r.loaded = true
 			return 1, nil
 		}
 		if err != nil {
 			return 0, fmt.Errorf("events: %w", err)
 		}
-		r.last, r.lastV, r.loaded = snap.Manifest(), snap.Version(), true
-		return snap.Seq() + 1, nil
+		r.last, r.lastV, r.loaded = m, m.Version(), true
+		return seq + 1, nil
 	default:
-		snap, err := r.reader.At(ctx, s.cfg.Dataset, from-1)
+		m, seq, err := r.dl.Load(ctx, s.cfg.Dataset, from-1, r.older)
 		if err != nil {
 			return 0, fmt.Errorf("events: start at version %d: %w", from, err)
 		}
-		r.last, r.lastV, r.loaded = snap.Manifest(), snap.Version(), true
-		return snap.Seq() + 1, nil
+		r.last, r.lastV, r.loaded = m, m.Version(), true
+		return seq + 1, nil
 	}
 }
 
@@ -247,7 +236,7 @@ func (r *run) handle(ctx context.Context, rec declog.Record) error {
 			return err
 		}
 	}
-	next, txn, err := declog.Replay(r.last, rec, r.reader.Versions(s.cfg.Dataset))
+	next, txn, err := declog.Replay(ctx, r.last, rec, r.older)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
@@ -269,10 +258,10 @@ func (r *run) loadBefore(ctx context.Context, v uint64) error {
 	if v <= 1 {
 		return nil
 	}
-	snap, err := r.reader.At(ctx, r.s.cfg.Dataset, v-1)
+	m, _, err := r.dl.Load(ctx, r.s.cfg.Dataset, v-1, r.older)
 	if err != nil {
 		return fmt.Errorf("events: version %d: %w", v-1, err)
 	}
-	r.last, r.lastV = snap.Manifest(), snap.Version()
+	r.last, r.lastV = m, m.Version()
 	return nil
 }

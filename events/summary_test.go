@@ -28,7 +28,7 @@ func TestSummarize(t *testing.T) {
 	apply := func(m *table.Manifest, txn *lancepb.Transaction) *table.Manifest {
 		t.Helper()
 		txn.ReadVersion, txn.Uuid = m.Version(), "u"
-		next, err := table.Apply(m, txn, nil)
+		next, err := table.Apply(t.Context(), m, txn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package lancefile_test
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -116,4 +117,63 @@ func BenchmarkReadIPC(b *testing.B) {
 		_ = got
 		r.Close()
 	}
+}
+
+// benchStrings is 1M short strings (about 11 bytes each) with a null in
+// every 16 rows.
+func benchStrings(b *testing.B) (arrow.Record, int64) {
+	const n = 1 << 20
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb.Release()
+	sb := rb.Field(0).(*array.StringBuilder)
+	for i := range n {
+		if i%16 == 5 {
+			sb.AppendNull()
+			continue
+		}
+		sb.Append("user-" + strconv.Itoa(i*7919%1000003))
+	}
+	rec := rb.NewRecord()
+	return rec, int64(len(rec.Column(0).Data().Buffers()[2].Bytes()) + 4*(n+1))
+}
+
+func BenchmarkWriteStrings(b *testing.B) {
+	rec, size := benchStrings(b)
+	for _, v := range versions {
+		b.Run("lance"+v.String(), func(b *testing.B) {
+			b.SetBytes(size)
+			var buf bytes.Buffer
+			for b.Loop() {
+				buf.Reset()
+				w, err := lancefile.NewWriter(&buf, rec.Schema(), nil, lancefile.WriterOptions{Version: v})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Write(rec); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("ipc", func(b *testing.B) {
+		b.SetBytes(size)
+		var buf bytes.Buffer
+		for b.Loop() {
+			buf.Reset()
+			w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(rec.Schema()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Write(rec); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -1,6 +1,8 @@
 package lancefile
 
 import (
+	"slices"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
@@ -29,11 +31,7 @@ func (s *bitBuf) appendBits(src []byte, off, k int) {
 		s.clearTail()
 		return
 	}
-	for i := 0; i < k; i++ {
-		if bitutil.BitIsSet(src, off+i) {
-			bitutil.SetBit(s.b, s.n+i)
-		}
-	}
+	bitutil.CopyBitmap(src, off, k, s.b, s.n)
 	s.n += k
 }
 
@@ -71,6 +69,20 @@ type column struct {
 	bits  bitBuf  // kindBool values
 	offs  []int64 // kindVar: n+1 offsets into data, offs[0] == 0
 	data  []byte  // kindVar bytes
+	// segs holds, for a writer's fixed-width page without nulls, the
+	// values as slices of the Arrow arrays written (retained in keep,
+	// segBytes in all), so that they are copied once, into the file.
+	// While segs is in use fixed is empty; a null materializes them.
+	segs     [][]byte
+	keep     []arrow.Array
+	segBytes int
+	// scratch is the writer's buffer for laying out a page's chunks,
+	// reused from page to page.
+	scratch []byte
+	// items is the validity of a fixed-size list's items (n·dim bits),
+	// nil while every item is valid. Only the reader sets it: Lance files
+	// may hold null items, the writer refuses them.
+	items *bitBuf
 	// allNull marks a decoded page of n nulls that holds no buffers; its
 	// rows are materialized only when copied out, so a tiny file cannot
 	// make a reader allocate for billions of null rows.
@@ -91,6 +103,7 @@ func newColumn(t colType) *column {
 }
 
 func (c *column) reset() {
+	c.releaseSegs()
 	c.n, c.nulls = 0, 0
 	c.valid.reset()
 	c.fixed, c.data = c.fixed[:0], c.data[:0]
@@ -102,17 +115,54 @@ func (c *column) reset() {
 
 // size is the number of value bytes the column holds.
 func (c *column) size() int {
-	return len(c.fixed) + len(c.data) + len(c.bits.b) + 8*len(c.offs) + len(c.valid.b)
+	return c.segBytes + len(c.fixed) + len(c.data) + len(c.bits.b) + 8*len(c.offs) + len(c.valid.b)
+}
+
+// releaseSegs drops the references to written Arrow arrays.
+func (c *column) releaseSegs() {
+	for _, a := range c.keep {
+		a.Release()
+	}
+	clear(c.keep)
+	clear(c.segs)
+	c.keep, c.segs, c.segBytes = c.keep[:0], c.segs[:0], 0
+}
+
+// materialize copies the segments into fixed, before a null is added.
+func (c *column) materialize() {
+	if len(c.segs) == 0 {
+		return
+	}
+	if cap(c.fixed) < c.segBytes {
+		c.fixed = make([]byte, 0, c.segBytes)
+	}
+	for _, s := range c.segs {
+		c.fixed = append(c.fixed, s...)
+	}
+	c.releaseSegs()
+}
+
+// fixedParts returns the fixed-width values of the page, in order, as
+// one or more slices.
+func (c *column) fixedParts() [][]byte {
+	if len(c.segs) > 0 {
+		return c.segs
+	}
+	return [][]byte{c.fixed}
 }
 
 // appendNulls appends k null rows.
 func (c *column) appendNulls(k int) {
+	c.materialize()
 	c.valid.appendConst(false, k)
 	c.n += k
 	c.nulls += k
 	switch c.t.kind {
 	case kindFixed:
 		c.fixed = append(c.fixed, make([]byte, k*c.t.width)...)
+		if c.items != nil {
+			c.items.appendConst(true, k*c.t.dim)
+		}
 	case kindBool:
 		c.bits.appendConst(false, k)
 	case kindVar:
@@ -137,6 +187,7 @@ func (c *column) appendColumn(src *column, from, to int) {
 	case kindFixed:
 		w := c.t.width
 		c.fixed = append(c.fixed, src.fixed[from*w:to*w]...)
+		c.appendItems(src, from, k)
 	case kindBool:
 		c.bits.appendBits(src.bits.b, from, k)
 	case kindVar:
@@ -146,6 +197,24 @@ func (c *column) appendColumn(src *column, from, to int) {
 		}
 		c.data = append(c.data, src.data[start:src.offs[to]]...)
 	}
+}
+
+// appendItems appends the item validity of rows [from, from+k) of src,
+// starting c's item bitmap when src is the first to have null items.
+func (c *column) appendItems(src *column, from, k int) {
+	if src.items == nil && c.items == nil {
+		return
+	}
+	d := c.t.dim
+	if c.items == nil {
+		c.items = &bitBuf{}
+		c.items.appendConst(true, (c.n-k)*d)
+	}
+	if src.items == nil {
+		c.items.appendConst(true, k*d)
+		return
+	}
+	c.items.appendBits(src.items.b, from*d, k*d)
 }
 
 // appendArrow appends rows [from, to) of an Arrow array of the column's
@@ -197,6 +266,14 @@ func (c *column) appendFixed(a arrow.Array, off, k, start, nulls int) error {
 		}
 		src, lo = vd.Buffers()[1].Bytes(), first*c.t.item
 	}
+	if nulls == 0 && c.nulls == 0 && len(c.fixed) == 0 {
+		a.Retain()
+		c.keep = append(c.keep, a)
+		c.segs = append(c.segs, src[lo:lo+k*w])
+		c.segBytes += k * w
+		return nil
+	}
+	c.materialize()
 	begin := len(c.fixed)
 	c.fixed = append(c.fixed, src[lo:lo+k*w]...)
 	if nulls > 0 {
@@ -227,20 +304,63 @@ func varOffsets(a arrow.Array) (func(i int) int64, []byte) {
 	return func(i int) int64 { return int64(o[i]) }, data
 }
 
-func (c *column) appendVar(a arrow.Array, from, to int) {
-	offAt, data := varOffsets(a)
-	lo := offAt(from)
-	if a.NullN() == 0 {
-		base := int64(len(c.data)) - lo
-		for i := from + 1; i <= to; i++ {
-			c.offs = append(c.offs, base+offAt(i))
-		}
-		c.data = append(c.data, data[lo:offAt(to)]...)
+// reserve grows a string or binary column's buffers once for rows
+// [from, to) of a, to at least a page's worth (limit bytes), so that a
+// page fills without repeated growth and copying.
+func (c *column) reserve(a arrow.Array, from, to, limit int) {
+	if c.t.kind != kindVar {
 		return
 	}
+	offAt, _ := varOffsets(a)
+	need := int(offAt(to) - offAt(from))
+	if free := cap(c.data) - len(c.data); free < need {
+		c.data = slices.Grow(c.data, max(need, limit-len(c.data)))
+	}
+	c.offs = slices.Grow(c.offs, to-from)
+}
+
+func (c *column) appendVar(a arrow.Array, from, to int) {
+	d := a.Data()
+	var data []byte
+	if b := d.Buffers()[2]; b != nil {
+		data = b.Bytes()
+	}
+	var valid []byte
+	if a.NullN() > 0 {
+		valid = d.Buffers()[0].Bytes()
+	}
+	ob := d.Buffers()[1].Bytes()
+	if a.DataType().Layout().Buffers[1].ByteWidth == 8 {
+		appendVarOffsets(c, arrow.Int64Traits.CastFromBytes(ob)[d.Offset():], data, valid, d.Offset(), from, to)
+	} else {
+		appendVarOffsets(c, arrow.Int32Traits.CastFromBytes(ob)[d.Offset():], data, valid, d.Offset(), from, to)
+	}
+}
+
+// appendVarOffsets appends rows [from, to) of a string or binary array
+// given its offsets o (from the array's start), its bytes and its
+// validity bitmap (nil: no nulls; bit voff+i is row i). The bytes are
+// copied in one piece unless a null row covers bytes, which a null must
+// not keep.
+func appendVarOffsets[T int32 | int64](c *column, o []T, data, valid []byte, voff, from, to int) {
+	lo := int64(o[from])
+	base := int64(len(c.data)) - lo
+	c.offs = slices.Grow(c.offs, to-from)
 	for i := from; i < to; i++ {
-		if !a.IsNull(i) {
-			c.data = append(c.data, data[offAt(i):offAt(i+1)]...)
+		if valid != nil && o[i+1] != o[i] && !bitutil.BitIsSet(valid, voff+i) {
+			c.offs = c.offs[:len(c.offs)-(i-from)]
+			appendVarSlow(c, o, data, valid, voff, from, to)
+			return
+		}
+		c.offs = append(c.offs, base+int64(o[i+1]))
+	}
+	c.data = append(c.data, data[lo:int64(o[to])]...)
+}
+
+func appendVarSlow[T int32 | int64](c *column, o []T, data, valid []byte, voff, from, to int) {
+	for i := from; i < to; i++ {
+		if bitutil.BitIsSet(valid, voff+i) {
+			c.data = append(c.data, data[o[i]:o[i+1]]...)
 		}
 		c.offs = append(c.offs, int64(len(c.data)))
 	}
@@ -263,7 +383,14 @@ func (c *column) toArrow() (arrow.Array, error) {
 			break
 		}
 		elem := c.t.dt.(*arrow.FixedSizeListType).Elem()
-		child := array.NewData(elem, c.n*c.t.dim, []*memory.Buffer{nil, vals}, nil, 0, 0)
+		var items *memory.Buffer
+		itemNulls := 0
+		if c.items != nil {
+			c.items.clearTail()
+			items = memory.NewBufferBytes(c.items.b)
+			itemNulls = c.n*c.t.dim - bitutil.CountSetBits(c.items.b, 0, c.n*c.t.dim)
+		}
+		child := array.NewData(elem, c.n*c.t.dim, []*memory.Buffer{items, vals}, nil, itemNulls, 0)
 		defer child.Release()
 		d = array.NewData(c.t.dt, c.n, []*memory.Buffer{valid}, []arrow.ArrayData{child}, c.nulls, 0)
 	case kindBool:

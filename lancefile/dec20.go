@@ -41,6 +41,9 @@ func (pd *pageDecoder) decode20(a *anypb.Any) (*column, error) {
 		if nl := e.GetNullable(); nl != nil && nl.GetAllNulls() != nil {
 			return nullPage(pd.t, pd.n), nil
 		}
+		if d := e.GetDictionary(); d != nil {
+			return pd.dictionary20(d)
+		}
 		return c, pd.binary20(c, e)
 	}
 	nl := e.GetNullable()
@@ -91,13 +94,13 @@ func (pd *pageDecoder) flat20(e *pb20.ArrayEncoding, bits uint64) ([]byte, error
 // values20 decodes the value part of a fixed-width or bool page into c;
 // valid is the validity bitmap, nil when every row is valid.
 func (pd *pageDecoder) values20(c *column, e *pb20.ArrayEncoding, valid []byte) error {
-	var vals []byte
+	var vals, items []byte
 	var err error
 	switch {
 	case pd.t.kind == kindBool:
 		vals, err = pd.flat20(e, 1)
 	case pd.t.dim > 0:
-		vals, err = pd.fsl20(e)
+		vals, items, err = pd.fsl20(e)
 	default:
 		vals, err = pd.flat20(e, uint64(8*pd.t.width))
 	}
@@ -115,6 +118,10 @@ func (pd *pageDecoder) values20(c *column, e *pb20.ArrayEncoding, valid []byte) 
 	} else {
 		src.fixed = vals
 	}
+	if items != nil {
+		src.items = &bitBuf{}
+		src.items.appendBits(items, 0, pd.n*pd.t.dim)
+	}
 	c.appendColumn(src, 0, pd.n)
 	if valid != nil {
 		c.zeroNullSlots()
@@ -122,27 +129,93 @@ func (pd *pageDecoder) values20(c *column, e *pb20.ArrayEncoding, valid []byte) 
 	return nil
 }
 
-func (pd *pageDecoder) fsl20(e *pb20.ArrayEncoding) ([]byte, error) {
+// fsl20 returns the items of a fixed-size list page and, when items may
+// be null, their validity bitmap.
+func (pd *pageDecoder) fsl20(e *pb20.ArrayEncoding) (vals, items []byte, err error) {
 	f := e.GetFixedSizeList()
 	if f == nil {
-		return nil, pd.unsupported20(e)
+		return nil, nil, pd.unsupported20(e)
 	}
 	if int(f.GetDimension()) != pd.t.dim {
-		return nil, malformed(pd.op, "fixed-size list of dimension %d, the schema says %d", f.GetDimension(), pd.t.dim)
+		return nil, nil, malformed(pd.op, "fixed-size list of dimension %d, the schema says %d", f.GetDimension(), pd.t.dim)
 	}
 	if f.GetHasValidity() {
-		return nil, &UnsupportedEncodingError{Name: "fixed_size_list(item validity)", Op: pd.op}
-	}
-	items := f.GetItems()
-	if nl := items.GetNullable(); nl != nil {
-		if nl.GetNoNulls() == nil {
-			return nil, &UnsupportedEncodingError{Name: "fixed_size_list(nullable items)", Op: pd.op}
-		}
-		items = nl.GetNoNulls().GetValues()
+		return nil, nil, &UnsupportedEncodingError{Name: "fixed_size_list(has_validity)", Op: pd.op}
 	}
 	sub := *pd
 	sub.n = pd.n * pd.t.dim
-	return sub.flat20(items, uint64(8*pd.t.item))
+	enc := f.GetItems()
+	if nl := enc.GetNullable(); nl != nil {
+		switch {
+		case nl.GetNoNulls() != nil:
+			enc = nl.GetNoNulls().GetValues()
+		case nl.GetSomeNulls() != nil:
+			if items, err = sub.flat20(nl.GetSomeNulls().GetValidity(), 1); err != nil {
+				return nil, nil, err
+			}
+			enc = nl.GetSomeNulls().GetValues()
+		default:
+			return nil, nil, &UnsupportedEncodingError{Name: "fixed_size_list(all-null items)", Op: pd.op}
+		}
+	}
+	vals, err = sub.flat20(enc, uint64(8*pd.t.item))
+	return vals, items, err
+}
+
+// expansionLimit bounds the bytes a dictionary page may decode to: 256
+// times its buffers plus 16 MiB, far above what repeated strings need but
+// finite, so that a few bytes of indices cannot name a large item
+// millions of times.
+func (pd *pageDecoder) expansionLimit() int {
+	n := 0
+	for _, b := range pd.bufs {
+		n += len(b)
+	}
+	return 16<<20 + 256*n
+}
+
+// dictionary20 decodes a dictionary-encoded string page: flat indices
+// into items stored with the binary encoding, index 0 meaning null and
+// index k item k-1.
+func (pd *pageDecoder) dictionary20(d *pb20.Dictionary) (*column, error) {
+	idxEnc := d.GetIndices()
+	if nl := idxEnc.GetNullable(); nl != nil {
+		if nl.GetNoNulls() == nil {
+			return nil, &UnsupportedEncodingError{Name: "dictionary(nullable indices)", Op: pd.op}
+		}
+		idxEnc = nl.GetNoNulls().GetValues()
+	}
+	bits := idxEnc.GetFlat().GetBitsPerValue()
+	if !wordBits(bits) {
+		return nil, &UnsupportedEncodingError{Name: "dictionary(indices " + name20(idxEnc) + ")", Op: pd.op}
+	}
+	idx, err := pd.flat20(idxEnc, bits)
+	if err != nil {
+		return nil, err
+	}
+	sub := *pd
+	sub.n = int(d.GetNumDictionaryItems())
+	items := newColumn(pd.t)
+	if err := sub.binary20(items, d.GetItems()); err != nil {
+		return nil, err
+	}
+	c := newColumn(pd.t)
+	w := int(bits / 8)
+	limit := pd.expansionLimit()
+	for i := range pd.n {
+		k := loadWord(idx[i*w:], w)
+		switch {
+		case k == 0:
+			c.appendNulls(1)
+		case k > uint64(items.n):
+			return nil, malformed(pd.op, "dictionary index %d of %d items", k, items.n)
+		case items.offs[k]-items.offs[k-1] > int64(limit-len(c.data)):
+			return nil, malformed(pd.op, "dictionary page expands past %d bytes", limit)
+		default:
+			c.appendColumn(items, int(k-1), int(k))
+		}
+	}
+	return c, nil
 }
 
 // binary20 decodes a string or binary page: end offsets with null rows

@@ -29,7 +29,7 @@ func noNulls20(values *pb20.ArrayEncoding) *pb20.ArrayEncoding {
 }
 
 // encodePage20 returns the buffers and encoding of one 2.0 page.
-func encodePage20(c *column) ([][]byte, *pb20.ArrayEncoding) {
+func encodePage20(c *column) ([]gather, *pb20.ArrayEncoding) {
 	if c.t.kind == kindVar {
 		return encodeBinary20(c)
 	}
@@ -37,19 +37,19 @@ func encodePage20(c *column) ([][]byte, *pb20.ArrayEncoding) {
 		return nil, &pb20.ArrayEncoding{ArrayEncoding: &pb20.ArrayEncoding_Nullable{Nullable: &pb20.Nullable{
 			Nullability: &pb20.Nullable_AllNulls{AllNulls: &pb20.Nullable_AllNull{}}}}}
 	}
-	values := c.fixed
+	values := gather(c.fixedParts())
 	if c.t.kind == kindBool {
 		c.bits.clearTail()
-		values = c.bits.b
+		values = gather{c.bits.b}
 	}
 	if c.nulls == 0 {
-		return [][]byte{values}, noNulls20(values20(c.t, 0))
+		return []gather{values}, noNulls20(values20(c.t, 0))
 	}
 	c.valid.clearTail()
 	enc := &pb20.ArrayEncoding{ArrayEncoding: &pb20.ArrayEncoding_Nullable{Nullable: &pb20.Nullable{
 		Nullability: &pb20.Nullable_SomeNulls{SomeNulls: &pb20.Nullable_SomeNull{
 			Validity: flat20(1, 0), Values: values20(c.t, 1)}}}}}
-	return [][]byte{c.valid.b, values}, enc
+	return []gather{{c.valid.b}, values}, enc
 }
 
 // values20 is the encoding of a fixed-width or bool value buffer.
@@ -64,7 +64,7 @@ func values20(t colType, buf uint32) *pb20.ArrayEncoding {
 	return flat20(uint64(8*t.width), buf)
 }
 
-func encodeBinary20(c *column) ([][]byte, *pb20.ArrayEncoding) {
+func encodeBinary20(c *column) ([]gather, *pb20.ArrayEncoding) {
 	k := uint64(len(c.data)) + 1
 	idx := make([]byte, 8*c.n)
 	for i := range c.n {
@@ -76,5 +76,5 @@ func encodeBinary20(c *column) ([][]byte, *pb20.ArrayEncoding) {
 	}
 	enc := &pb20.ArrayEncoding{ArrayEncoding: &pb20.ArrayEncoding_Binary{Binary: &pb20.Binary{
 		Indices: noNulls20(flat20(64, 0)), Bytes: flat20(8, 1), NullAdjustment: k}}}
-	return [][]byte{idx, c.data}, enc
+	return []gather{{idx}, {c.data}}, enc
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 
 	pb21 "cellguard/proto/lanceenc21pb"
 )
@@ -70,8 +71,21 @@ func offsetBytes(t colType) int {
 	return 4
 }
 
+// gather is one page buffer as the slices it is made of, written in
+// order; the values of a fixed-width page go to the file straight from
+// the Arrow arrays they came in.
+type gather [][]byte
+
+func (g gather) len() int {
+	n := 0
+	for _, b := range g {
+		n += len(b)
+	}
+	return n
+}
+
 // encodePage21 returns the buffers and layout of one 2.1 page.
-func encodePage21(c *column) ([][]byte, *pb21.PageLayout) {
+func encodePage21(c *column) ([]gather, *pb21.PageLayout) {
 	if c.nulls == c.n {
 		return nil, &pb21.PageLayout{Layout: &pb21.PageLayout_AllNullLayout{AllNullLayout: &pb21.AllNullLayout{Layers: layerNullable}}}
 	}
@@ -98,9 +112,77 @@ func (c *column) maxValueBytes() int {
 	return int(min(m, math.MaxInt32))
 }
 
-func encodeMiniBlock(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeMiniBlock(c *column) ([]gather, *pb21.PageLayout) {
 	hasDef := c.nulls > 0
-	var meta, data []byte
+	var meta []byte
+	var data gather
+	if c.t.kind == kindFixed && !hasDef {
+		meta, data = c.miniFixed()
+	} else {
+		meta, data = c.miniChunks(hasDef)
+	}
+	l := &pb21.MiniBlockLayout{
+		ValueCompression: valueEncoding21(c.t),
+		Layers:           layers21(c),
+		NumBuffers:       1,
+		NumItems:         uint64(c.n),
+	}
+	if hasDef {
+		l.DefCompression = flat21(16)
+	}
+	return []gather{{meta}, data}, &pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: l}}
+}
+
+// miniFixed lays out the chunks of a fixed-width page without nulls
+// without copying its values: each chunk is an 8-byte header (no levels,
+// the value bytes, padding), the values as they came, then zeros to a
+// multiple of 8.
+func (c *column) miniFixed() ([]byte, gather) {
+	w := c.t.width
+	parts := append([][]byte(nil), c.fixedParts()...) // consumed below
+	nchunks := 0
+	for i := 0; i < c.n; nchunks++ {
+		i += c.miniCount(i, false)
+	}
+	meta := make([]byte, 0, 2*nchunks)
+	hdrs := make([]byte, 8*nchunks)
+	data := make(gather, 0, 3*nchunks+len(parts))
+	for i, k := 0, 0; i < c.n; k++ {
+		cnt := c.miniCount(i, false)
+		vbytes := cnt * w
+		hdr := hdrs[8*k : 8*k+8]
+		binary.LittleEndian.PutUint16(hdr[2:], uint16(vbytes))
+		data = append(data, hdr)
+		for need := vbytes; need > 0; {
+			take := min(need, len(parts[0]))
+			data = append(data, parts[0][:take])
+			parts[0] = parts[0][take:]
+			if len(parts[0]) == 0 {
+				parts = parts[1:]
+			}
+			need -= take
+		}
+		if p := pad(vbytes, 8) - vbytes; p > 0 {
+			data = append(data, zeros[:p])
+		}
+		log := 0
+		if i+cnt < c.n {
+			log = bits.TrailingZeros(uint(cnt))
+		}
+		meta = binary.LittleEndian.AppendUint16(meta, uint16((8+pad(vbytes, 8))/8-1)<<4|uint16(log))
+		i += cnt
+	}
+	return meta, data
+}
+
+// miniChunks lays out the chunks of any other page, copying into one
+// buffer.
+func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
+	var meta []byte
+	// The chunks take about the page's size: its bytes, 4 or 8 per
+	// offset, 2 per definition level, and a little padding.
+	data := slices.Grow(c.scratch[:0], c.size()+16*(c.n/64+1))
+	defer func() { c.scratch = data[:0] }()
 	for i := 0; i < c.n; {
 		cnt := c.miniCount(i, hasDef)
 		start := len(data)
@@ -112,16 +194,7 @@ func encodeMiniBlock(c *column) ([][]byte, *pb21.PageLayout) {
 		meta = binary.LittleEndian.AppendUint16(meta, uint16((len(data)-start)/8-1)<<4|uint16(log))
 		i += cnt
 	}
-	l := &pb21.MiniBlockLayout{
-		ValueCompression: valueEncoding21(c.t),
-		Layers:           layers21(c),
-		NumBuffers:       1,
-		NumItems:         uint64(c.n),
-	}
-	if hasDef {
-		l.DefCompression = flat21(16)
-	}
-	return [][]byte{meta, data}, &pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: l}}
+	return meta, gather{data}
 }
 
 func pad(n, to int) int { return (n + to - 1) / to * to }
@@ -181,14 +254,7 @@ func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(vbytes))
 	dst = padTo(dst, 8, 0)
 	if hasDef {
-		for r := i; r < i+cnt; r++ {
-			var lvl uint16
-			if !c.valid.get(r) {
-				lvl = 1
-			}
-			dst = binary.LittleEndian.AppendUint16(dst, lvl)
-		}
-		dst = padTo(dst, 8, 0)
+		dst = c.appendDefLevels(dst, i, cnt)
 	}
 	switch c.t.kind {
 	case kindFixed:
@@ -204,21 +270,41 @@ func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
 	return padTo(dst, 8, 0)
 }
 
+// appendDefLevels appends the u16 definition levels (0 valid, 1 null) of
+// rows [i, i+cnt), padded to 8 bytes.
+func (c *column) appendDefLevels(dst []byte, i, cnt int) []byte {
+	start := len(dst)
+	n := pad(2*cnt, 8)
+	dst = slices.Grow(dst, n)[:start+n]
+	lv := dst[start:]
+	clear(lv)
+	for r := range cnt {
+		if !c.valid.get(i + r) {
+			lv[2*r] = 1
+		}
+	}
+	return dst
+}
+
 // appendVarChunk appends the value buffer of a variable-width chunk:
 // offsets relative to the buffer start, then the bytes, padded to the
 // offset width.
 func (c *column) appendVarChunk(dst []byte, i, cnt int) []byte {
 	w := offsetBytes(c.t)
 	start := len(dst)
-	first := int64(w * (cnt + 1))
-	for r := i; r <= i+cnt; r++ {
-		o := uint64(first + c.offs[r] - c.offs[i])
-		if w == 8 {
-			dst = binary.LittleEndian.AppendUint64(dst, o)
-		} else {
-			dst = binary.LittleEndian.AppendUint32(dst, uint32(o))
+	first := int64(w*(cnt+1)) - c.offs[i]
+	dst = slices.Grow(dst, int(first+c.offs[i+cnt])+w)
+	offs := dst[start : start+w*(cnt+1)]
+	if w == 8 {
+		for k, o := range c.offs[i : i+cnt+1] {
+			binary.LittleEndian.PutUint64(offs[8*k:], uint64(first+o))
+		}
+	} else {
+		for k, o := range c.offs[i : i+cnt+1] {
+			binary.LittleEndian.PutUint32(offs[4*k:], uint32(first+o))
 		}
 	}
+	dst = dst[:start+len(offs)]
 	dst = append(dst, c.data[c.offs[i]:c.offs[i+cnt]]...)
 	for (len(dst)-start)%w != 0 {
 		dst = append(dst, 0)
@@ -236,10 +322,10 @@ func fullZip(c *column, l *pb21.FullZipLayout) *pb21.PageLayout {
 	return &pb21.PageLayout{Layout: &pb21.PageLayout_FullZipLayout{FullZipLayout: l}}
 }
 
-func encodeFullZipFixed(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeFullZipFixed(c *column) ([]gather, *pb21.PageLayout) {
 	l := fullZip(c, &pb21.FullZipLayout{Details: &pb21.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * c.t.width)}})
 	if c.nulls == 0 {
-		return [][]byte{c.fixed}, l
+		return []gather{c.fixedParts()}, l
 	}
 	w := c.t.width
 	z := make([]byte, 0, c.n*(w+1))
@@ -251,10 +337,10 @@ func encodeFullZipFixed(c *column) ([][]byte, *pb21.PageLayout) {
 		}
 		z = append(z, c.fixed[r*w:(r+1)*w]...)
 	}
-	return [][]byte{z}, l
+	return []gather{{z}}, l
 }
 
-func encodeFullZipVar(c *column) ([][]byte, *pb21.PageLayout) {
+func encodeFullZipVar(c *column) ([]gather, *pb21.PageLayout) {
 	w := offsetBytes(c.t)
 	l := fullZip(c, &pb21.FullZipLayout{Details: &pb21.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(8 * w)}})
 	hasDef := c.nulls > 0
@@ -278,7 +364,7 @@ func encodeFullZipVar(c *column) ([][]byte, *pb21.PageLayout) {
 		z = append(z, v...)
 	}
 	starts = append(starts, uint64(len(z)))
-	return [][]byte{z, packIndex(starts)}, l
+	return []gather{{z}, {packIndex(starts)}}, l
 }
 
 // packIndex stores positions as u32 when they fit, else u64.

@@ -74,7 +74,21 @@ func TestReadLanceDBFixtures(t *testing.T) {
 		if err := json.Unmarshal(b, &rows); err != nil {
 			t.Fatal(err)
 		}
-		checkLanceDBFile(t, v, file, rows)
+		requireAllDecoded(t, file, checkLanceDBFile(t, v, file, rows))
+	}
+}
+
+// requireAllDecoded fails unless every column of the file was decoded:
+// the reader decodes all of LanceDB's default encodings, and a
+// regression must not hide behind UnsupportedEncodingError.
+func requireAllDecoded(t *testing.T, file []byte, decoded []string) {
+	t.Helper()
+	r, err := lancefile.Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded) != r.Schema().NumFields() {
+		t.Errorf("decoded %d of %d columns: %v", len(decoded), r.Schema().NumFields(), decoded)
 	}
 }
 

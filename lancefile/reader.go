@@ -38,6 +38,11 @@ type Reader struct {
 	schema  *arrow.Schema
 	cols    []*lancefilepb.ColumnMetadata
 	starts  [][]uint64 // starts[c][p] = first row of page p of column c
+	// pageBytes is the total size of every page buffer of every column.
+	// Lance's buffers do not overlap, so it is at most the file size;
+	// checking that keeps reading a whole file O(file size) even when
+	// malformed metadata points many pages at the same bytes.
+	pageBytes uint64
 }
 
 // Open reads the metadata of the file of the given size. Every error about
@@ -162,6 +167,9 @@ func (rd *Reader) readColumnMeta(c int, entry []byte) error {
 		if len(pg.GetBufferOffsets()) != len(pg.GetBufferSizes()) {
 			return malformed(op, "page %d has %d buffer offsets and %d sizes", p, len(pg.GetBufferOffsets()), len(pg.GetBufferSizes()))
 		}
+		if err := rd.checkBuffers(op, p, pg); err != nil {
+			return err
+		}
 		if pg.GetLength() > rd.rows-row {
 			return malformed(op, "pages hold more than the file's %d rows", rd.rows)
 		}
@@ -173,6 +181,23 @@ func (rd *Reader) readColumnMeta(c int, entry []byte) error {
 	}
 	rd.cols = append(rd.cols, cm)
 	rd.starts = append(rd.starts, starts)
+	return nil
+}
+
+// checkBuffers checks that a page's buffers lie inside the file and adds
+// them to the file's total, which may not exceed the file size.
+func (rd *Reader) checkBuffers(op string, p int, pg *lancefilepb.Page) error {
+	size := uint64(rd.size)
+	for i, off := range pg.GetBufferOffsets() {
+		n := pg.GetBufferSizes()[i]
+		if off > size || n > size-off {
+			return malformed(op, "page %d buffer %d: %d bytes at %d lie outside the %d-byte file", p, i, n, off, size)
+		}
+		if n > size-rd.pageBytes {
+			return malformed(op, "page buffers add up to more than the %d-byte file", size)
+		}
+		rd.pageBytes += n
+	}
 	return nil
 }
 
@@ -219,11 +244,12 @@ func (rd *Reader) ReadColumn(col int, start, end uint64) (arrow.Array, error) {
 		if pe <= start || ps >= end || pg.GetLength() == 0 {
 			continue
 		}
-		page, err := rd.decodePage(col, p)
+		lo, hi := int(max(start, ps)-ps), int(min(end, pe)-ps)
+		page, base, err := rd.decodePage(col, p, lo, hi)
 		if err != nil {
 			return nil, err
 		}
-		out.appendColumn(page, int(max(start, ps)-ps), int(min(end, pe)-ps))
+		out.appendColumn(page, lo-base, hi-base)
 	}
 	return out.toArrow()
 }
@@ -281,21 +307,36 @@ func (rd *Reader) takeColumn(col int, rows []uint64) (arrow.Array, error) {
 	if col < 0 || col >= len(rd.cols) {
 		return nil, inputErr("column %d out of range [0, %d)", col, len(rd.cols))
 	}
-	pages := map[int]*column{}
-	out := newColumn(rd.types[col])
+	type span struct{ lo, hi int } // rows wanted of one page
+	spans := map[int]span{}
 	starts := rd.starts[col]
 	for _, r := range rows {
 		p := pageOf(starts, r)
-		page, ok := pages[p]
-		if !ok {
-			var err error
-			if page, err = rd.decodePage(col, p); err != nil {
-				return nil, err
-			}
-			pages[p] = page
-		}
 		i := int(r - starts[p])
-		out.appendColumn(page, i, i+1)
+		if s, ok := spans[p]; ok {
+			spans[p] = span{min(s.lo, i), max(s.hi, i+1)}
+		} else {
+			spans[p] = span{i, i + 1}
+		}
+	}
+	type decoded struct {
+		c    *column
+		base int
+	}
+	pages := make(map[int]decoded, len(spans))
+	for p, s := range spans {
+		c, base, err := rd.decodePage(col, p, s.lo, s.hi)
+		if err != nil {
+			return nil, err
+		}
+		pages[p] = decoded{c, base}
+	}
+	out := newColumn(rd.types[col])
+	for _, r := range rows {
+		p := pageOf(starts, r)
+		d := pages[p]
+		i := int(r-starts[p]) - d.base
+		out.appendColumn(d.c, i, i+1)
 	}
 	return out.toArrow()
 }
@@ -330,23 +371,26 @@ func (rd *Reader) project(cols []int) *arrow.Schema {
 	return arrow.NewSchema(fs, nil)
 }
 
-// decodePage reads and decodes every row of one page.
-func (rd *Reader) decodePage(col, p int) (*column, error) {
+// decodePage reads one page and decodes at least its rows [lo, hi). It
+// returns them in a column whose first row is the page's row base; a
+// mini-block page decodes only the chunks holding the rows, so the work
+// is bounded by the bytes read plus the rows asked for.
+func (rd *Reader) decodePage(col, p, lo, hi int) (*column, int, error) {
 	pg := rd.cols[col].GetPages()[p]
 	op := fmt.Sprintf("column %d page %d", col, p)
 	bufs := make([][]byte, len(pg.GetBufferOffsets()))
 	for i, off := range pg.GetBufferOffsets() {
 		b, err := readAt(rd.r, rd.size, op, off, pg.GetBufferSizes()[i])
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		bufs[i] = b
 	}
 	enc, err := unwrapDirect(op, pg.GetEncoding())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), bufs: bufs}
+	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs}
 	var c *column
 	if rd.version == V2_0 {
 		c, err = pd.decode20(enc)
@@ -354,12 +398,12 @@ func (rd *Reader) decodePage(col, p int) (*column, error) {
 		c, err = pd.decode21(enc)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if c.n != pd.n {
-		return nil, malformed(op, "decoded %d rows, the page has %d", c.n, pd.n)
+	if pd.partial && (pd.base > lo || pd.base+c.n < hi) || !pd.partial && c.n != pd.n {
+		return nil, 0, malformed(op, "decoded %d rows from row %d, the page has %d", c.n, pd.base, pd.n)
 	}
-	return c, nil
+	return c, pd.base, nil
 }
 
 // unwrapDirect returns the Any inside a direct encoding.
@@ -380,10 +424,15 @@ func unwrapDirect(op string, e *lancefilepb.Encoding) (*anypb.Any, error) {
 
 // pageDecoder holds one page's buffers while it is decoded.
 type pageDecoder struct {
-	op   string
-	t    colType
-	n    int
-	bufs [][]byte
+	op     string
+	t      colType
+	n      int // rows in the page
+	lo, hi int // rows wanted
+	bufs   [][]byte
+	// A decoder that decodes only part of the page sets partial and the
+	// first row it decoded, base.
+	partial bool
+	base    int
 }
 
 func (pd *pageDecoder) buf(i uint64) ([]byte, error) {

@@ -194,7 +194,10 @@ func direct(typeName string, value []byte) *lancefilepb.Encoding {
 }
 
 // Write appends the rows of a record batch whose schema equals the
-// writer's (same field names, types and order).
+// writer's (same field names, types and order). Fixed-width values
+// without nulls are not copied: the writer retains their arrays until
+// their page is written (the caller may release the batch after Write),
+// so they are copied once, into the file.
 func (w *Writer) Write(rec arrow.Record) error {
 	if w.err != nil {
 		return w.err
@@ -233,6 +236,7 @@ func (w *Writer) check(rec arrow.Record) error {
 func (w *Writer) writeColumn(cw *colWriter, a arrow.Array, n int) error {
 	for from := 0; from < n; {
 		to := cw.fit(a, from, n, w.opts.PageBytes)
+		cw.buf.reserve(a, from, to, w.opts.PageBytes)
 		if err := cw.buf.appendArrow(a, from, to); err != nil {
 			return fmt.Errorf("lancefile: field %q: %w", cw.name, err)
 		}
@@ -256,12 +260,19 @@ func (cw *colWriter) fit(a arrow.Array, from, n, limit int) int {
 	case kindBool:
 		return min(n, from+max(1, room*4))
 	}
+	// The largest end whose bytes and offsets fit, found by bisection:
+	// both grow with the end.
 	offAt, _ := varOffsets(a)
-	to := from + 1
-	for to < n && int(offAt(to+1)-offAt(from))+9*(to+1-from) < room {
-		to++
+	lo, hi := from+1, n
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if int(offAt(mid)-offAt(from))+9*(mid-from) < room {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
 	}
-	return to
+	return lo
 }
 
 // flushPage encodes the column's buffered rows as one page and writes it.
@@ -270,7 +281,7 @@ func (w *Writer) flushPage(cw *colWriter) error {
 	if c.n == 0 {
 		return nil
 	}
-	var bufs [][]byte
+	var bufs []gather
 	var enc *lancefilepb.Encoding
 	if w.opts.Version == V2_0 {
 		b, e := encodePage20(c)
@@ -286,7 +297,7 @@ func (w *Writer) flushPage(cw *colWriter) error {
 			return err
 		}
 		page.BufferOffsets = append(page.BufferOffsets, uint64(pos))
-		page.BufferSizes = append(page.BufferSizes, uint64(len(b)))
+		page.BufferSizes = append(page.BufferSizes, uint64(b.len()))
 	}
 	cw.meta.Pages = append(cw.meta.Pages, page)
 	cw.pageStart += uint64(c.n)
@@ -310,10 +321,12 @@ var zeros [alignment]byte
 
 // writeBuffer writes b at the current position (a multiple of 64) and
 // pads after it to the next multiple of 64.
-func (w *Writer) writeBuffer(b []byte) (int64, error) {
+func (w *Writer) writeBuffer(b gather) (int64, error) {
 	pos := w.pos
-	if err := w.write(b); err != nil {
-		return 0, err
+	for _, part := range b {
+		if err := w.write(part); err != nil {
+			return 0, err
+		}
 	}
 	if r := w.pos % alignment; r != 0 {
 		if err := w.write(zeros[:alignment-r]); err != nil {

@@ -15,6 +15,7 @@ import (
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
+	"cellguard/rejection"
 )
 
 // Stage publishes txn to its dataset's staging subject with the uuid as
@@ -228,7 +229,7 @@ func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
 		}
 		r = full
 	}
-	return 0, Rejection(r.Decision)
+	return 0, rejection.FromDecision(r.Decision)
 }
 
 // Outcome finds the decision of transaction txnID of dataset ds, read at

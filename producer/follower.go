@@ -95,7 +95,7 @@ func (f *follower) follow(ctx context.Context, dl *declog.Log, from uint64) {
 			}
 			return
 		}
-		if !f.handle(r) {
+		if !f.handle(ctx, r) {
 			return
 		}
 	}
@@ -133,7 +133,7 @@ func (f *follower) stop() {
 // handle folds one log record in and reports whether to go on. It runs
 // on the follower's goroutine, so records arrive one at a time, in log
 // order.
-func (f *follower) handle(r declog.Record) bool {
+func (f *follower) handle(ctx context.Context, r declog.Record) bool {
 	f.mu.Lock()
 	head, seen, failed := f.head, f.seen, f.err != nil
 	f.mu.Unlock()
@@ -154,7 +154,7 @@ func (f *follower) handle(r declog.Record) bool {
 			return true
 		}
 		var err error
-		if next, _, err = declog.Replay(head, r, f); err != nil {
+		if next, _, err = declog.Replay(ctx, head, r, f); err != nil {
 			f.fail(fmt.Errorf("producer: %w", err))
 			return false
 		}
@@ -294,11 +294,11 @@ func (f *follower) headVersion() uint64 {
 }
 
 // Manifest implements table.Versions for the Restore operation.
-func (f *follower) Manifest(v uint64) (*table.Manifest, error) {
+func (f *follower) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
 	if e, ok := f.cached(v); ok {
 		return e.m, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.c.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.c.cfg.Timeout)
 	defer cancel()
 	m, seq, err := f.c.load(ctx, f.ds, v, f)
 	if errors.Is(err, ErrVersionNotFound) || errors.Is(err, ErrDatasetNotFound) {

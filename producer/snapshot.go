@@ -100,8 +100,8 @@ func (c *Client) At(ctx context.Context, ds string, v uint64) (*Snapshot, error)
 // Versions returns a table.Versions that serves the manifests of ds, for
 // table.Apply on a Restore.
 func (c *Client) Versions(ds string) table.Versions {
-	return versionsFunc(func(v uint64) (*table.Manifest, error) {
-		s, err := c.At(context.Background(), ds, v)
+	return versionsFunc(func(ctx context.Context, v uint64) (*table.Manifest, error) {
+		s, err := c.At(ctx, ds, v)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
 		}
@@ -109,9 +109,11 @@ func (c *Client) Versions(ds string) table.Versions {
 	})
 }
 
-type versionsFunc func(uint64) (*table.Manifest, error)
+type versionsFunc func(context.Context, uint64) (*table.Manifest, error)
 
-func (f versionsFunc) Manifest(v uint64) (*table.Manifest, error) { return f(v) }
+func (f versionsFunc) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
+	return f(ctx, v)
+}
 
 // validDataset checks a dataset name.
 func validDataset(ds string) error {

@@ -1,11 +1,10 @@
 package table
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"math"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -22,9 +21,9 @@ import (
 // (UpdateMemWalState, AppendFragmentReuseTransitions, Clone, none, unknown).
 //
 // head == nil means the table does not exist yet: Apply is then Create.
-// older serves the manifests of earlier versions; only Restore needs it, and
-// it may be nil when no Restore can be served (Restore then fails with
-// ErrVersionNotFound).
+// older serves the manifests of earlier versions; only Restore needs it (and
+// ctx, which bounds that lookup), and it may be nil when no Restore can be
+// served (Restore then fails with ErrVersionNotFound).
 //
 // Apply is a pure function of its arguments. It never modifies head, txn or
 // anything they point to, shares with head every fragment the transaction
@@ -116,7 +115,7 @@ import (
 //     re-encoded (it arrives with only some) may have at most
 //     maxMaterializedRows rows; fragment ids must fit max_fragment_id's 32
 //     bits (Lance would panic).
-func Apply(head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest, error) {
+func Apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest, error) {
 	if head == nil {
 		return Create(txn)
 	}
@@ -134,7 +133,7 @@ func Apply(head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest,
 	if err != nil {
 		return nil, err
 	}
-	if err := a.apply(older); err != nil {
+	if err := a.apply(ctx, older); err != nil {
 		return nil, err
 	}
 	return a.finish()
@@ -145,7 +144,7 @@ type Versions interface {
 	// Manifest returns the manifest of the given version. An error wrapping
 	// ErrVersionNotFound means the version does not exist or is no longer
 	// available.
-	Manifest(version uint64) (*Manifest, error)
+	Manifest(ctx context.Context, version uint64) (*Manifest, error)
 }
 
 // CreateOptions carries what creating a table needs beyond the creating
@@ -160,7 +159,7 @@ type CreateOptions struct {
 }
 
 // Create builds version 1 of a new table from its creating transaction: an
-// Overwrite with read_version 0. Apply(nil, txn, nil) is the same call.
+// Overwrite with read_version 0. Apply(ctx, nil, txn, nil) is the same call.
 func Create(txn *lancepb.Transaction) (*Manifest, error) {
 	return CreateWith(txn, CreateOptions{})
 }
@@ -193,7 +192,7 @@ func CreateWith(txn *lancepb.Transaction, opts CreateOptions) (*Manifest, error)
 	a.creating = true
 	a.stable = opts.StableRowIDs
 	a.defaultFormat = opts.DataFormat
-	if err := a.apply(nil); err != nil {
+	if err := a.applyOverwrite(txn.GetOverwrite()); err != nil {
 		return nil, err
 	}
 	return a.finish()
@@ -258,7 +257,7 @@ func (a *applier) invalid(format string, args ...any) error {
 	return a.errf(ErrInvalidTransaction, format, args...)
 }
 
-func (a *applier) apply(older Versions) error {
+func (a *applier) apply(ctx context.Context, older Versions) error {
 	switch op := a.txn.GetOperation().(type) {
 	case *lancepb.Transaction_Append_:
 		return a.applyAppend(op.Append)
@@ -273,7 +272,7 @@ func (a *applier) apply(older Versions) error {
 	case *lancepb.Transaction_Merge_:
 		return a.applyMerge(op.Merge)
 	case *lancepb.Transaction_Restore_:
-		return a.applyRestore(op.Restore, older)
+		return a.applyRestore(ctx, op.Restore, older)
 	case *lancepb.Transaction_ReserveFragments_:
 		a.reserve = op.ReserveFragments.GetNumFragments()
 		return nil
@@ -365,214 +364,6 @@ func (a *applier) finish() (*Manifest, error) {
 		h.NextRowId = a.nextRowID
 	}
 	return a.b.Build(), nil
-}
-
-// assignIDs gives every fragment with id 0 the next free id, in order, as
-// Lance's fragments_with_ids does. The fragments must be private copies.
-func (a *applier) assignIDs(frags []*lancepb.DataFragment) {
-	for _, f := range frags {
-		if f.GetId() == 0 {
-			f.Id = a.nextID
-			a.nextID++
-		}
-	}
-}
-
-// insertAll inserts fragments in fragment-id order (Lance sorts the final
-// fragment list by id).
-func (a *applier) insertAll(frags []*lancepb.DataFragment) error {
-	for _, f := range frags {
-		if err := a.b.Insert(NewFragment(f)); err != nil {
-			return a.invalid("fragment id %d is already in use", f.GetId())
-		}
-	}
-	return nil
-}
-
-// assignRowIDs gives new fragments their stable row ids, as Lance's
-// assign_row_ids does: a fragment without a sequence gets the next
-// physical_rows ids as one range; a fragment with fewer ids than rows (the
-// rows a merge-insert moved keep theirs) gets the rest appended, re-encoded
-// as one segment; a fragment with all its ids keeps them.
-func (a *applier) assignRowIDs(f *lancepb.DataFragment) error {
-	rows := f.GetPhysicalRows()
-	switch seq := f.GetRowIdSequence().(type) {
-	case nil:
-		if rows > math.MaxUint64-a.nextRowID {
-			return a.invalid("stable row ids overflow at fragment %d", f.GetId())
-		}
-		f.RowIdSequence = &lancepb.DataFragment_InlineRowIds{InlineRowIds: encodeRowIDRange(a.nextRowID, a.nextRowID+rows)}
-		a.nextRowID += rows
-	case *lancepb.DataFragment_InlineRowIds:
-		segs, msg := decodeRowIDs(seq.InlineRowIds)
-		if msg != "" {
-			return a.invalid("fragment %d: row id sequence: %s", f.GetId(), msg)
-		}
-		have, ok := sequenceLen(segs)
-		if !ok || have > rows {
-			return a.invalid("fragment %d has more row ids than its %d physical rows", f.GetId(), rows)
-		}
-		if have == rows {
-			return nil
-		}
-		if rows > maxMaterializedRows {
-			return a.invalid("fragment %d has %d rows, more than the %d whose row ids cellguard re-encodes", f.GetId(), rows, maxMaterializedRows)
-		}
-		more := rows - have
-		if more > math.MaxUint64-a.nextRowID {
-			return a.invalid("stable row ids overflow at fragment %d", f.GetId())
-		}
-		ids := expandSegments(segs, rows)
-		seen := make(map[uint64]struct{}, len(ids))
-		for _, id := range ids {
-			if _, dup := seen[id]; dup || (id >= a.nextRowID && id < a.nextRowID+more) {
-				return a.invalid("fragment %d repeats row id %d", f.GetId(), id)
-			}
-			seen[id] = struct{}{}
-		}
-		for id := a.nextRowID; id < a.nextRowID+more; id++ {
-			ids = append(ids, id)
-		}
-		a.nextRowID += more
-		f.RowIdSequence = &lancepb.DataFragment_InlineRowIds{InlineRowIds: encodeRowIDs(ids)}
-	default:
-		return a.invalid("fragment %d: external row id sequences are not supported", f.GetId())
-	}
-	return nil
-}
-
-// stampNewRows sets both version sequences of a brand-new fragment to the
-// version being built (Lance's build_version_meta), or clears them for a
-// fragment without rows.
-func (a *applier) stampNewRows(f *lancepb.DataFragment) {
-	if f.GetPhysicalRows() == 0 {
-		f.LastUpdatedAtVersionSequence, f.CreatedAtVersionSequence = nil, nil
-		return
-	}
-	v := uniformVersions(f.GetPhysicalRows(), a.version)
-	f.LastUpdatedAtVersionSequence = &lancepb.DataFragment_InlineLastUpdatedAtVersions{InlineLastUpdatedAtVersions: v}
-	f.CreatedAtVersionSequence = &lancepb.DataFragment_InlineCreatedAtVersions{InlineCreatedAtVersions: slices.Clone(v)}
-}
-
-// stampUpdatedRows sets the last-updated versions of every row of f to the
-// version being built (Lance's refresh for a full-fragment column rewrite).
-func (a *applier) stampUpdatedRows(f *lancepb.DataFragment) {
-	if f.GetPhysicalRows() == 0 {
-		return
-	}
-	f.LastUpdatedAtVersionSequence = &lancepb.DataFragment_InlineLastUpdatedAtVersions{
-		InlineLastUpdatedAtVersions: uniformVersions(f.GetPhysicalRows(), a.version),
-	}
-}
-
-// newFragments validates and copies fragments that a transaction adds
-// (Append, Overwrite, Update.new_fragments): files with real field ids, no
-// overlays. It returns private copies.
-func (a *applier) newFragments(frags []*lancepb.DataFragment, schema *Schema, what string) ([]*lancepb.DataFragment, error) {
-	out := make([]*lancepb.DataFragment, 0, len(frags))
-	for i, f := range frags {
-		if f == nil {
-			return nil, a.invalid("%s %d is empty", what, i)
-		}
-		if f.GetPhysicalRows() == 0 {
-			return nil, a.invalid("%s %d has no rows", what, i)
-		}
-		where := fmt.Sprintf("%s %d", what, i)
-		if err := a.checkFiles(f.GetFiles(), nil, where); err != nil {
-			return nil, err
-		}
-		if err := a.checkSchemaFields(f.GetFiles(), nil, schema, where); err != nil {
-			return nil, err
-		}
-		if err := a.checkDeletionFile(f, what); err != nil {
-			return nil, err
-		}
-		if len(f.GetOverlays()) > 0 {
-			return nil, a.invalid("%s %d carries overlay files; overlays are added by DataOverlay", what, i)
-		}
-		out = append(out, proto.CloneOf(f))
-	}
-	return out, nil
-}
-
-// checkFiles checks the data files of a fragment a transaction supplies.
-// Field ids must be real (>= 0); a tombstone (-2) is allowed only in a file
-// that existing holds (the same file at head), and column indices must be
-// absent or one per field.
-func (a *applier) checkFiles(files []*lancepb.DataFile, existing *Fragment, what string) error {
-	for i, df := range files {
-		if df == nil {
-			return a.invalid("%s: data file %d is empty", what, i)
-		}
-		if ci := df.GetColumnIndices(); len(ci) != 0 && len(ci) != len(df.GetFields()) {
-			return a.invalid("%s: data file %q has %d column indices for %d fields", what, df.GetPath(), len(ci), len(df.GetFields()))
-		}
-		known := existing != nil && hasFile(existing.Files(), df)
-		for _, id := range df.GetFields() {
-			if id < 0 && !(id == Tombstone && known) {
-				return a.invalid("%s: data file %q has field id %d", what, df.GetPath(), id)
-			}
-		}
-	}
-	return nil
-}
-
-// checkSchemaFields checks that every real field id in the data files a
-// transaction supplies is in schema, the schema the transaction itself
-// defines (Overwrite, Merge). A nil schema checks nothing: operations that
-// keep the head's schema are checked against the schema at their read
-// version by CheckFileFields, because a concurrent column drop may
-// legitimately leave their files naming a field head no longer has. Files
-// existing already holds (the same file at head) are exempt: after a
-// column is dropped, Lance leaves its id in the files that held it.
-func (a *applier) checkSchemaFields(files []*lancepb.DataFile, existing *Fragment, schema *Schema, what string) error {
-	if schema == nil {
-		return nil
-	}
-	for _, df := range files {
-		if existing != nil && hasFile(existing.Files(), df) {
-			continue
-		}
-		for _, id := range df.GetFields() {
-			if _, ok := schema.Field(id); id >= 0 && !ok {
-				return a.invalid("%s: data file %q holds field %d, which is not in the schema", what, df.GetPath(), id)
-			}
-		}
-	}
-	return nil
-}
-
-// checkDeletionFile checks that a deletion file deletes no more rows than
-// the fragment has.
-func (a *applier) checkDeletionFile(f *lancepb.DataFragment, what string) error {
-	if df := f.GetDeletionFile(); df != nil && df.GetNumDeletedRows() > f.GetPhysicalRows() {
-		return a.invalid("%s %d: deletion file deletes %d of %d rows", what, f.GetId(), df.GetNumDeletedRows(), f.GetPhysicalRows())
-	}
-	return nil
-}
-
-// sameFile reports whether two data files are the same file: same path,
-// same base.
-func sameFile(x, y *lancepb.DataFile) bool {
-	return x.GetPath() == y.GetPath() && x.GetBaseId() == y.GetBaseId() && (x.BaseId == nil) == (y.BaseId == nil)
-}
-
-func hasFile(files []*lancepb.DataFile, df *lancepb.DataFile) bool {
-	return slices.ContainsFunc(files, func(x *lancepb.DataFile) bool { return sameFile(x, df) })
-}
-
-// uniqueIDs checks a list of fragment ids for repeats, adding them to seen.
-func (a *applier) uniqueIDs(seen map[uint64]bool, ids []uint64, what string) error {
-	for _, id := range ids {
-		if seen[id] {
-			return a.invalid("fragment %d is named twice", id)
-		}
-		seen[id] = true
-		if _, ok := a.head.Fragment(id); !ok {
-			return a.invalid("%s fragment %d does not exist", what, id)
-		}
-	}
-	return nil
 }
 
 // newSchema checks a schema a transaction supplies.

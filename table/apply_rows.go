@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"errors"
 	"slices"
 
@@ -337,7 +338,7 @@ func filesRewritten(prev, next []*lancepb.DataFile) bool {
 // since 2026), and with stable row ids neither does next_row_id (Lance
 // restores the old counter, which would hand out row ids again; cellguard
 // refuses to).
-func (a *applier) applyRestore(op *lancepb.Transaction_Restore, older Versions) error {
+func (a *applier) applyRestore(ctx context.Context, op *lancepb.Transaction_Restore, older Versions) error {
 	v := op.GetVersion()
 	var old *Manifest
 	switch {
@@ -350,7 +351,7 @@ func (a *applier) applyRestore(op *lancepb.Transaction_Restore, older Versions) 
 	case older == nil:
 		return a.errf(ErrVersionNotFound, "version %d is not available: no older versions are kept", v)
 	default:
-		m, err := older.Manifest(v)
+		m, err := older.Manifest(ctx, v)
 		if err != nil {
 			var te *Error
 			if errors.As(err, &te) && errors.Is(err, ErrVersionNotFound) {

@@ -201,7 +201,7 @@ func apRun(t *testing.T, cases []apCase) {
 			headBytes := apMarshal(t, head.Proto())
 			txnBytes := apMarshal(t, c.txn)
 
-			got, err := table.Apply(head, c.txn, c.older)
+			got, err := table.Apply(t.Context(), head, c.txn, c.older)
 
 			if !slices.Equal(apMarshal(t, head.Proto()), headBytes) {
 				t.Errorf("Apply modified the head manifest")
@@ -222,7 +222,7 @@ func apRun(t *testing.T, cases []apCase) {
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
-			again, err := table.Apply(head, c.txn, c.older)
+			again, err := table.Apply(t.Context(), head, c.txn, c.older)
 			if err != nil || !proto.Equal(again.Proto(), got.Proto()) {
 				t.Errorf("Apply is not deterministic (%v)", err)
 			}
@@ -531,7 +531,7 @@ func TestCreate(t *testing.T) {
 	if len(pb.GetBasePaths()) != 1 || !proto.Equal(pb.GetDataFormat(), &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.1"}) {
 		t.Errorf("bases %v format %v", pb.GetBasePaths(), pb.GetDataFormat())
 	}
-	if via, err := table.Apply(nil, create, nil); err != nil || !proto.Equal(via.Proto(), pb) {
+	if via, err := table.Apply(t.Context(), nil, create, nil); err != nil || !proto.Equal(via.Proto(), pb) {
 		t.Errorf("Apply(nil, …) = %v; differs from Create", err)
 	}
 
@@ -547,7 +547,7 @@ func TestCreate(t *testing.T) {
 	if epb.GetDataFormat().GetVersion() != "2.1" {
 		t.Errorf("default data format %v", epb.GetDataFormat())
 	}
-	next, err := table.Apply(empty, apAppend(1, apFrag(0, 3)), nil)
+	next, err := table.Apply(t.Context(), empty, apAppend(1, apFrag(0, 3)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -815,7 +815,7 @@ func TestApplyReserveFragments(t *testing.T) {
 			apWantMaxID(t, m, 5)
 		}},
 		{name: "then an append uses the next id", txn: reserve(3), check: func(t *testing.T, m *lancepb.Manifest) {
-			next, err := table.Apply(apLoad(t, m), apAppend(4, apFrag(0, 1)), nil)
+			next, err := table.Apply(t.Context(), apLoad(t, m), apAppend(4, apFrag(0, 1)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1422,7 +1422,7 @@ func TestApplyUnsupported(t *testing.T) {
 		{name: "no operation", txn: &lancepb.Transaction{ReadVersion: 3}, wantErr: table.ErrUnsupportedOperation},
 		{name: "unknown operation tag", txn: unknownTag, wantErr: table.ErrUnsupportedOperation},
 	})
-	if _, err := table.Apply(apLoad(t, apBase()), nil, nil); !errors.Is(err, table.ErrInvalidTransaction) {
+	if _, err := table.Apply(t.Context(), apLoad(t, apBase()), nil, nil); !errors.Is(err, table.ErrInvalidTransaction) {
 		t.Errorf("nil transaction: %v", err)
 	}
 }
@@ -1437,7 +1437,7 @@ func TestApplyDeltasNotPostImages(t *testing.T) {
 	v1 := apLoad(t, v1pb)
 	mustApply := func(head *table.Manifest, txn *lancepb.Transaction) *table.Manifest {
 		t.Helper()
-		m, err := table.Apply(head, txn, nil)
+		m, err := table.Apply(t.Context(), head, txn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1587,7 +1587,7 @@ func TestApplyNeverPanics(t *testing.T) {
 							t.Fatalf("Apply panicked on v%d with %v: %v", h.Version(), rpText(x), r)
 						}
 					}()
-					_, err := table.Apply(h, x, versions)
+					_, err := table.Apply(t.Context(), h, x, versions)
 					var te *table.Error
 					if err != nil && !errors.As(err, &te) {
 						t.Errorf("untyped error %v", err)
@@ -1605,7 +1605,7 @@ func TestApplyNilHeadFragmentIDsAndCounts(t *testing.T) {
 	// after the largest id (Lance's max_fragment_id() fallback).
 	m := apBase()
 	m.MaxFragmentId = nil
-	next, err := table.Apply(apLoad(t, m), apAppend(3, apFrag(0, 1)), nil)
+	next, err := table.Apply(t.Context(), apLoad(t, m), apAppend(3, apFrag(0, 1)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1688,7 +1688,7 @@ func BenchmarkApplyAppend(b *testing.B) {
 			txn := apAppend(7, apFrag(0, 500))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := table.Apply(head, txn, nil); err != nil {
+				if _, err := table.Apply(b.Context(), head, txn, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -1706,7 +1706,7 @@ func BenchmarkApplyDelete(b *testing.B) {
 			txn := apDelete(7, nil, apWithDel(apFrag(mid, 1000), apDel(7, 99, 10)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := table.Apply(head, txn, nil); err != nil {
+				if _, err := table.Apply(b.Context(), head, txn, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -1728,7 +1728,7 @@ func BenchmarkApplyChain(b *testing.B) {
 			} else {
 				txn = apDelete(m.Version(), nil, apWithDel(apFrag(uint64(i*97%100_000), 1000), apDel(m.Version(), uint64(i), 1)))
 			}
-			next, err := table.Apply(m, txn, nil)
+			next, err := table.Apply(b.Context(), m, txn, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

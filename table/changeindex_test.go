@@ -292,7 +292,7 @@ func TestChangeIndexLanceHistories(t *testing.T) {
 			ix := table.NewChangeIndex(cur, table.IndexLimits{})
 			var ids uint64
 			for _, v := range h.Versions[1:] {
-				next, err := table.Apply(cur, v.Txn, built)
+				next, err := table.Apply(t.Context(), cur, v.Txn, built)
 				if err != nil {
 					t.Fatalf("v%d: %v", v.Version, err)
 				}

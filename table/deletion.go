@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -20,7 +21,7 @@ type DeletionVectors interface {
 	// DeletionVector returns the deleted offsets of fragment fragmentID as
 	// recorded by df. It must return a bitmap the caller may not modify,
 	// or an error when the file cannot be read.
-	DeletionVector(fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error)
+	DeletionVector(ctx context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error)
 }
 
 // DeletionFilePath returns the path of a deletion file relative to the
@@ -44,7 +45,7 @@ func (m MemDeletions) Put(fragmentID uint64, df *lancepb.DeletionFile, rows *roa
 }
 
 // DeletionVector implements DeletionVectors.
-func (m MemDeletions) DeletionVector(fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+func (m MemDeletions) DeletionVector(_ context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
 	path := DeletionFilePath(fragmentID, df)
 	rows, ok := m[path]
 	if !ok {
@@ -59,10 +60,10 @@ func (m MemDeletions) DeletionVector(fragmentID uint64, df *lancepb.DeletionFile
 
 // Deleted returns the deleted offsets of f: empty when f has no deletion
 // file, else what dv reads.
-func Deleted(dv DeletionVectors, f *Fragment) (*roaring.Bitmap, error) {
+func Deleted(ctx context.Context, dv DeletionVectors, f *Fragment) (*roaring.Bitmap, error) {
 	df := f.DeletionFile()
 	if df == nil {
 		return roaring.New(), nil
 	}
-	return dv.DeletionVector(f.ID(), df)
+	return dv.DeletionVector(ctx, f.ID(), df)
 }

@@ -21,12 +21,13 @@
 // CreateIndex, UpdateConfig, ReserveFragments, UpdateBases. [Apply] is the
 // one function from a manifest and a transaction to the next manifest:
 //
-//	next, err := table.Apply(head, txn, older) // head nil: the creating Overwrite
+//	next, err := table.Apply(ctx, head, txn, older) // head nil: the creating Overwrite
 //
 // It replays real Lance histories byte for byte (see testdata/lance): a
 // manifest is a value, so the committer's decision and every reader's
 // replay of the decision log (internal/declog) produce the same version.
-// A Restore needs an older version; [Versions] supplies it. Manifests are
+// A Restore needs an older version; [Versions] supplies it (the only I/O
+// Apply can cause, bounded by its ctx). Manifests are
 // immutable and share unchanged fragments, so a window of versions costs
 // memory proportional to what changed. [Manifest.Edit] returns a
 // [Builder] for the few places that assemble a manifest by hand.

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -109,7 +110,7 @@ type RebaseResult struct {
 //     ours, moved rows are the head's deletions minus the read version's,
 //     which also counts rows a concurrent Delete removed: an over-rejection
 //     Lance shares, never a lost overlay.
-func Rebase(in RebaseInput) (RebaseResult, error) {
+func Rebase(ctx context.Context, in RebaseInput) (RebaseResult, error) {
 	r, err := newRebaser(in)
 	if err != nil {
 		return RebaseResult{}, err
@@ -133,9 +134,9 @@ func Rebase(in RebaseInput) (RebaseResult, error) {
 	var conflict *Conflict
 	switch r.oursOp {
 	case OpDelete, OpUpdate:
-		conflict, err = r.finishRowChange()
+		conflict, err = r.finishRowChange(ctx)
 	case OpDataOverlay:
-		conflict, err = r.finishOverlay()
+		conflict, err = r.finishOverlay(ctx)
 	}
 	if err != nil || conflict != nil {
 		return RebaseResult{Conflict: conflict}, err
@@ -333,14 +334,14 @@ func (r *rebaser) conflictOn(id uint64, format string, args ...any) *Conflict {
 
 // dv reads the deletion vector df records for fragment id; nil df means no
 // deleted rows.
-func (r *rebaser) dv(id uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+func (r *rebaser) dv(ctx context.Context, id uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
 	if df == nil {
 		return roaring.New(), nil
 	}
 	if r.in.Deletions == nil {
 		return nil, errorf(rebaseOp, ErrMalformed, "deletion vectors are needed for fragment %d but RebaseInput.Deletions is nil", id)
 	}
-	bm, err := r.in.Deletions.DeletionVector(id, df)
+	bm, err := r.in.Deletions.DeletionVector(ctx, id, df)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func (r *rebaser) fragments(id uint64) (read, head *lancepb.DataFragment, err er
 // finishOverlay checks, for each fragment of ours' overlay that a
 // concurrent row-moving Update touched, that no moved row is covered
 // (Lance's finish_data_overlay).
-func (r *rebaser) finishOverlay() (*Conflict, error) {
+func (r *rebaser) finishOverlay(ctx context.Context) (*Conflict, error) {
 	for _, g := range r.out.GetDataOverlay().GetGroups() {
 		if _, ok := r.in.Head.Fragment(g.GetFragmentId()); !ok {
 			return r.conflictOn(g.GetFragmentId(), "overlaid fragment %d no longer exists", g.GetFragmentId()), nil
@@ -383,11 +384,11 @@ func (r *rebaser) finishOverlay() (*Conflict, error) {
 		if err != nil {
 			return nil, err
 		}
-		readRows, err := r.dv(id, read.GetDeletionFile())
+		readRows, err := r.dv(ctx, id, read.GetDeletionFile())
 		if err != nil {
 			return nil, err
 		}
-		headRows, err := r.dv(id, head.GetDeletionFile())
+		headRows, err := r.dv(ctx, id, head.GetDeletionFile())
 		if err != nil {
 			return nil, err
 		}

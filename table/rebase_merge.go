@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -13,7 +14,7 @@ import (
 // finishRowChange rebuilds every fragment post-image of ours, a Delete or
 // Update, on the head's fragment, merging deletion vectors and column
 // files where both sides changed them.
-func (r *rebaser) finishRowChange() (*Conflict, error) {
+func (r *rebaser) finishRowChange(ctx context.Context) (*Conflict, error) {
 	ours := rowChangeOf(r.out)
 	var posts []*lancepb.DataFragment
 	if d := r.out.GetDelete(); d != nil {
@@ -40,7 +41,7 @@ func (r *rebaser) finishRowChange() (*Conflict, error) {
 		if head == nil {
 			return r.conflictOn(id, "fragment %d, which %s modifies, no longer exists", id, r.oursOp), nil
 		}
-		m, conflict, err := r.mergeFragment(ours, post, read, head)
+		m, conflict, err := r.mergeFragment(ctx, ours, post, read, head)
 		if err != nil || conflict != nil {
 			return conflict, err
 		}
@@ -97,7 +98,7 @@ type fragmentMerge struct {
 //   - physical rows: must be unchanged on both sides;
 //   - row-id and version sequences: ours' if only ours changed them, the
 //     head's otherwise; both changing one differently is a conflict.
-func (r *rebaser) mergeFragment(ours rowChange, post, read, head *lancepb.DataFragment) (fragmentMerge, *Conflict, error) {
+func (r *rebaser) mergeFragment(ctx context.Context, ours rowChange, post, read, head *lancepb.DataFragment) (fragmentMerge, *Conflict, error) {
 	id := post.GetId()
 	if post.GetPhysicalRows() != read.GetPhysicalRows() {
 		return fragmentMerge{}, nil, errorf(rebaseOp, ErrInvalidTransaction,
@@ -136,12 +137,12 @@ func (r *rebaser) mergeFragment(ours rowChange, post, read, head *lancepb.DataFr
 	}
 
 	m := fragmentMerge{frag: res}
-	conflict, err := r.mergeDeletions(ours, post, read, head, &m)
+	conflict, err := r.mergeDeletions(ctx, ours, post, read, head, &m)
 	return m, conflict, err
 }
 
 // mergeDeletions sets the deletion file of m.frag and checks rows.
-func (r *rebaser) mergeDeletions(ours rowChange, post, read, head *lancepb.DataFragment, m *fragmentMerge) (*Conflict, error) {
+func (r *rebaser) mergeDeletions(ctx context.Context, ours rowChange, post, read, head *lancepb.DataFragment, m *fragmentMerge) (*Conflict, error) {
 	id := post.GetId()
 	oursChanged := !proto.Equal(post.GetDeletionFile(), read.GetDeletionFile())
 	headChanged := !proto.Equal(head.GetDeletionFile(), read.GetDeletionFile())
@@ -156,13 +157,13 @@ func (r *rebaser) mergeDeletions(ours rowChange, post, read, head *lancepb.DataF
 		return nil, nil
 	}
 
-	readRows, err := r.dv(id, read.GetDeletionFile())
+	readRows, err := r.dv(ctx, id, read.GetDeletionFile())
 	if err != nil {
 		return nil, err
 	}
 	newRows := roaring.New() // rows ours deletes
 	if oursChanged {
-		postRows, err := r.dv(id, post.GetDeletionFile())
+		postRows, err := r.dv(ctx, id, post.GetDeletionFile())
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +177,7 @@ func (r *rebaser) mergeDeletions(ours rowChange, post, read, head *lancepb.DataF
 	}
 	headRows := readRows
 	if headChanged {
-		if headRows, err = r.dv(id, head.GetDeletionFile()); err != nil {
+		if headRows, err = r.dv(ctx, id, head.GetDeletionFile()); err != nil {
 			return nil, err
 		}
 	}

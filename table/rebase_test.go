@@ -61,7 +61,7 @@ func (w *cfWorld) commit(theirs *lancepb.Transaction) {
 	w.t.Helper()
 	theirs = proto.CloneOf(theirs)
 	theirs.ReadVersion = w.head().Version()
-	next, err := table.Apply(w.head(), theirs, nil)
+	next, err := table.Apply(w.t.Context(), w.head(), theirs, nil)
 	if err != nil {
 		w.t.Fatalf("Apply(%s): %v", theirs.GetUuid(), err)
 	}
@@ -71,7 +71,7 @@ func (w *cfWorld) commit(theirs *lancepb.Transaction) {
 
 func (w *cfWorld) rebase(ours *lancepb.Transaction) table.RebaseResult {
 	w.t.Helper()
-	res, err := table.Rebase(table.RebaseInput{Txn: ours, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
+	res, err := table.Rebase(w.t.Context(), table.RebaseInput{Txn: ours, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
 	if err != nil {
 		w.t.Fatalf("Rebase: %v", err)
 	}
@@ -92,7 +92,7 @@ func (w *cfWorld) rebaseOK(ours *lancepb.Transaction) (table.RebaseResult, *tabl
 	for _, nf := range res.NewDeletionFiles {
 		w.dv.Put(nf.FragmentID, nf.File, nf.Rows)
 	}
-	next, err := table.Apply(w.head(), res.Txn, nil)
+	next, err := table.Apply(w.t.Context(), w.head(), res.Txn, nil)
 	if err != nil {
 		w.t.Fatalf("Apply(rebased): %v", err)
 	}
@@ -124,7 +124,7 @@ func (w *cfWorld) deleted(m *table.Manifest, id uint64) []uint32 {
 	if !ok {
 		w.t.Fatalf("fragment %d missing", id)
 	}
-	bm, err := table.Deleted(w.dv, f)
+	bm, err := table.Deleted(w.t.Context(), w.dv, f)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -595,7 +595,7 @@ func TestRebaseInputErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := good
 			tc.modify(&in)
-			_, err := table.Rebase(in)
+			_, err := table.Rebase(t.Context(), in)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("Rebase: %v", err)
@@ -613,7 +613,7 @@ func TestRebaseInputErrors(t *testing.T) {
 	w2.versions[0], _ = table.FromProto(&lancepb.Manifest{Version: 1, Fields: cfTestFields(),
 		Fragments: cfFrags(cfWithDeletion(cfBaseFrag(1), readDF), cfBaseFrag(2)), MaxFragmentId: proto.Uint32(2)})
 	w2.commit(cfNamed("theirs", cfDeleteTxn(cfFrags(cfWithDeletion(cfBaseFrag(1), w2.df(1, 1, 11, 1, 2))))))
-	_, err := table.Rebase(table.RebaseInput{
+	_, err := table.Rebase(t.Context(), table.RebaseInput{
 		Txn:  cfNamed("ours", cfDeleteTxn(cfFrags(cfWithDeletion(cfBaseFrag(1), w2.df(1, 1, 22, 5))))),
 		Read: w2.read(), Head: w2.head(), Committed: w2.committed, Deletions: w2.dv,
 	})
@@ -720,7 +720,7 @@ func TestRebaseRandomHistories(t *testing.T) {
 		g := &cfGen{t: t, w: w, rng: rng}
 		for k := range 1 + rng.IntN(4) {
 			theirs := g.random("t" + strconv.Itoa(k))
-			res, err := table.Rebase(table.RebaseInput{Txn: theirs, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
+			res, err := table.Rebase(t.Context(), table.RebaseInput{Txn: theirs, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
 			if err != nil {
 				t.Fatalf("iteration %d: Rebase(%v): %v", iter, theirs, err)
 			}
@@ -730,7 +730,7 @@ func TestRebaseRandomHistories(t *testing.T) {
 			for _, nf := range res.NewDeletionFiles {
 				w.dv.Put(nf.FragmentID, nf.File, nf.Rows)
 			}
-			next, err := table.Apply(w.head(), res.Txn, nil)
+			next, err := table.Apply(t.Context(), w.head(), res.Txn, nil)
 			if err != nil {
 				t.Fatalf("iteration %d: Apply(rebased %v): %v", iter, res.Txn, err)
 			}
@@ -738,7 +738,7 @@ func TestRebaseRandomHistories(t *testing.T) {
 			w.committed = append(w.committed, table.Committed{Version: next.Version(), Txn: res.Txn})
 		}
 		ours := g.random("ours")
-		res, err := table.Rebase(table.RebaseInput{Txn: ours, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
+		res, err := table.Rebase(t.Context(), table.RebaseInput{Txn: ours, Read: w.read(), Head: w.head(), Committed: w.committed, Deletions: w.dv})
 		if err != nil {
 			t.Fatalf("iteration %d: Rebase(%v): %v", iter, ours, err)
 		}
@@ -751,7 +751,7 @@ func TestRebaseRandomHistories(t *testing.T) {
 		for _, nf := range res.NewDeletionFiles {
 			w.dv.Put(nf.FragmentID, nf.File, nf.Rows)
 		}
-		next, err := table.Apply(w.head(), res.Txn, nil)
+		next, err := table.Apply(t.Context(), w.head(), res.Txn, nil)
 		if err != nil {
 			t.Fatalf("iteration %d: Apply(rebased %v): %v", iter, res.Txn, err)
 		}
@@ -760,11 +760,11 @@ func TestRebaseRandomHistories(t *testing.T) {
 			if !ok {
 				continue
 			}
-			before, err := table.Deleted(w.dv, hf)
+			before, err := table.Deleted(t.Context(), w.dv, hf)
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := table.Deleted(w.dv, nf)
+			after, err := table.Deleted(t.Context(), w.dv, nf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -792,8 +792,8 @@ func TestRebaseRandomHistories(t *testing.T) {
 				if !ok {
 					continue
 				}
-				want, _ := w.dv.DeletionVector(p.GetId(), p.GetDeletionFile())
-				got, _ := table.Deleted(w.dv, nf)
+				want, _ := w.dv.DeletionVector(t.Context(), p.GetId(), p.GetDeletionFile())
+				got, _ := table.Deleted(t.Context(), w.dv, nf)
 				if !roaring.AndNot(want, got).IsEmpty() {
 					t.Fatalf("iteration %d: rows %v that ours deletes survive in fragment %d", iter, roaring.AndNot(want, got).ToArray(), p.GetId())
 				}

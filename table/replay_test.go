@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -46,7 +47,7 @@ func TestReplayLanceHistories(t *testing.T) {
 			built := rpVersions{first.Version: cur}
 			for _, v := range h.Versions[1:] {
 				op, _ := table.OpOf(v.Txn)
-				next, err := table.Apply(cur, v.Txn, built)
+				next, err := table.Apply(t.Context(), cur, v.Txn, built)
 				if err != nil {
 					t.Fatalf("v%d %s (%s): Apply: %v", v.Version, op, v.Label, err)
 				}
@@ -79,7 +80,7 @@ func TestReplayEachStep(t *testing.T) {
 				}
 				if i > 0 {
 					prev := lance[h.Versions[i-1].Version]
-					next, err := table.Apply(prev, v.Txn, lance)
+					next, err := table.Apply(t.Context(), prev, v.Txn, lance)
 					if err != nil {
 						t.Fatalf("v%d (%s): Apply: %v", v.Version, v.Label, err)
 					}
@@ -109,7 +110,7 @@ func TestReplayCreate(t *testing.T) {
 			t.Errorf("%s v1: %s", name, d)
 		}
 		if !opts.StableRowIDs {
-			viaApply, err := table.Apply(nil, first.Txn, nil)
+			viaApply, err := table.Apply(t.Context(), nil, first.Txn, nil)
 			if err != nil {
 				t.Fatalf("%s: Apply(nil, …): %v", name, err)
 			}
@@ -123,7 +124,7 @@ func TestReplayCreate(t *testing.T) {
 // rpVersions serves manifests by version, for Restore.
 type rpVersions map[uint64]*table.Manifest
 
-func (b rpVersions) Manifest(v uint64) (*table.Manifest, error) {
+func (b rpVersions) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
 	m, ok := b[v]
 	if !ok {
 		return nil, &table.Error{Op: "test versions", Err: table.ErrVersionNotFound, Msg: fmt.Sprint("no version ", v)}

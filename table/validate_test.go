@@ -41,10 +41,10 @@ func TestApplyMergeChecksNewFilesAgainstItsSchema(t *testing.T) {
 		}}}
 	}
 	withE := append(apSchema(), &lancepb.Field{Id: 4, ParentId: -1, Name: "e", LogicalType: "int32", Type: lancepb.Field_LEAF})
-	if _, err := table.Apply(head, merge(withE, apFile("e.lance", 4)), nil); err != nil {
+	if _, err := table.Apply(t.Context(), head, merge(withE, apFile("e.lance", 4)), nil); err != nil {
 		t.Fatalf("merge adding field 4 with its file: %v", err)
 	}
-	if _, err := table.Apply(head, merge(withE, apFile("e.lance", 5)), nil); !errors.Is(err, table.ErrInvalidTransaction) {
+	if _, err := table.Apply(t.Context(), head, merge(withE, apFile("e.lance", 5)), nil); !errors.Is(err, table.ErrInvalidTransaction) {
 		t.Fatalf("merge whose new file holds field 5, not in its schema: %v; want ErrInvalidTransaction", err)
 	}
 }

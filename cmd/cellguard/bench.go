@@ -8,17 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/committer"
@@ -389,192 +386,6 @@ func benchAppend(id string, rv uint64, pre int) []byte {
 	return b
 }
 
-// tracker matches decisions to staged transactions.
-type tracker struct {
-	mu       sync.Mutex
-	sentAt   map[string]time.Time
-	waiters  map[string]chan struct{}
-	lat      []time.Duration
-	first    time.Time
-	last     time.Time
-	done     atomic.Int64
-	rejected atomic.Int64
-	head     atomic.Uint64
-}
-
-func newTracker(n int) *tracker {
-	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}}
-}
-
-// await registers ch to be signalled when id is decided.
-func (t *tracker) await(id string, ch chan struct{}) {
-	t.mu.Lock()
-	t.waiters[id] = ch
-	t.mu.Unlock()
-}
-
-func (t *tracker) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lat, t.first = t.lat[:0], time.Time{}
-	t.done.Store(0)
-	t.rejected.Store(0)
-}
-
-func (t *tracker) sent(id string) {
-	now := time.Now()
-	t.mu.Lock()
-	t.sentAt[id] = now
-	if t.first.IsZero() {
-		t.first = now
-	}
-	t.mu.Unlock()
-}
-
-func (t *tracker) onDecision(m *nats.Msg) {
-	now := time.Now()
-	id := m.Header.Get(subject.HdrTxnID)
-	if v, err := strconv.ParseUint(m.Header.Get(subject.HdrVersion), 10, 64); err == nil && v > t.head.Load() {
-		t.head.Store(v)
-	}
-	if strings.HasSuffix(m.Subject, ".rejected") {
-		t.rejected.Add(1)
-	}
-	t.mu.Lock()
-	if at, ok := t.sentAt[id]; ok {
-		t.lat = append(t.lat, now.Sub(at))
-		delete(t.sentAt, id)
-	}
-	if ch, ok := t.waiters[id]; ok {
-		delete(t.waiters, id)
-		ch <- struct{}{}
-	}
-	t.last = now
-	t.mu.Unlock()
-	t.done.Add(1)
-}
-
-func (t *tracker) wait(ctx context.Context, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for t.done.Load() < int64(n) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("bench: %d of %d decisions after %v", t.done.Load(), n, timeout)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil
-}
-
-func (t *tracker) result(n int) result {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lat := slices.Clone(t.lat)
-	slices.Sort(lat)
-	r := result{rate: float64(n) / t.last.Sub(t.first).Seconds(), rejected: t.rejected.Load()}
-	if len(lat) > 0 {
-		r.p50 = lat[len(lat)/2]
-		r.p99 = lat[len(lat)*99/100]
-	}
-	return r
-}
-
-// startRaw runs the raw JetStream loop: the committer's streams and
-// consumer settings under another prefix; each batch of staged messages
-// gets one decision message each, published as an atomic batch, then
-// acked. No decoding, state, fencing or evaluation.
-func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, ds string, batch int) error {
-	nc, err := nats.Connect(b.srv.ClientURL())
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20})
-	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
-		return err
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
-		return err
-	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
-		Durable: sc.Consumer(ds), FilterSubject: sc.Txn(ds), AckPolicy: jetstream.AckExplicitPolicy,
-		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		return err
-	}
-	in := make(chan jetstream.Msg, 4*batch)
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(batch))
-	if err != nil {
-		return err
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer nc.Close()
-		defer cc.Stop()
-		msgs := make([]jetstream.Msg, 0, batch)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-in:
-				msgs = append(msgs[:0], m)
-			}
-			for len(msgs) < batch && len(in) > 0 {
-				msgs = append(msgs, <-in)
-			}
-			if err := rawAppend(ctx, nc, sc, ds, msgs); err != nil {
-				return
-			}
-			for _, m := range msgs {
-				_ = m.Ack()
-			}
-		}
-	}()
-	return nil
-}
-
-// rawAppend publishes one decision per message: as one atomic batch from
-// 32 messages on, as single publishes below (the committer's rule).
-func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string, msgs []jetstream.Msg) error {
-	if len(msgs) > 1 && len(msgs) < 32 {
-		for i := range msgs {
-			if err := rawAppend(ctx, nc, sc, ds, msgs[i:i+1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	id := nuid.Next()
-	for i, m := range msgs {
-		out := nats.NewMsg(sc.Dec(ds, subject.Committed))
-		out.Data = m.Data()
-		out.Header.Set(subject.HdrTxnID, m.Headers().Get(subject.HdrMsgID))
-		if len(msgs) > 1 {
-			out.Header.Set("Nats-Batch-Id", id)
-			out.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-		}
-		if i < len(msgs)-1 {
-			if err := nc.PublishMsg(out); err != nil {
-				return err
-			}
-			continue
-		}
-		if len(msgs) > 1 {
-			out.Header.Set("Nats-Batch-Commit", "1")
-		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := nc.RequestMsgWithContext(rctx, out)
-		cancel()
-		return err
-	}
-	return nil
-}
-
-// runMany measures many datasets at once: one committer serving all of
 // them (one consumer and one worker each).
 func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, error) {
 	prefix := "many"

@@ -50,7 +50,7 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 			return fmt.Errorf("verify: %w", err)
 		}
 		var txn *lancepb.Transaction
-		if m, txn, err = declog.Replay(m, r, pc.Versions(demoDataset)); err != nil {
+		if m, txn, err = declog.Replay(ctx, m, r, pc.Versions(demoDataset)); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 		var frags []uint64

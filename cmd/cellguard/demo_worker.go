@@ -197,7 +197,7 @@ func (w *demoWorker) run(ctx context.Context) {
 	if snap, err := w.pc.Latest(ctx, demoDataset); err == nil {
 		w.startHead = snap.Version()
 	}
-	sub, err := events.NewSubscriber(w.nc, events.Config{Dataset: demoDataset, From: 1, Reader: w.pc})
+	sub, err := events.NewSubscriber(w.nc, events.Config{Dataset: demoDataset, From: 1})
 	if err != nil {
 		w.d.note("%s: %v", w.name, err)
 		return

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"cellguard/events"
-	"cellguard/producer"
 )
 
 // eventsCmd runs `cellguard events tail DATASET`.
@@ -45,12 +44,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	errs := make(chan error, 2)
 	n := 0
 	if *what != "rejections" {
-		reader, err := producer.New(nc, producer.Config{Prefix: cf.prefix})
-		if err != nil {
-			return err
-		}
-		defer reader.Close()
-		sub, err := events.NewSubscriber(nc, events.Config{Prefix: cf.prefix, Dataset: ds, From: *from, Reader: reader})
+		sub, err := events.NewSubscriber(nc, events.Config{Prefix: cf.prefix, Dataset: ds, From: *from})
 		if err != nil {
 			return usageError{err.Error()}
 		}

@@ -198,7 +198,7 @@ func TestSIGKILLDuringLoad(t *testing.T) {
 		if err := proto.Unmarshal(rec.Transaction, txn); err != nil {
 			t.Fatal(err)
 		}
-		next, err := table.Apply(head, txn, nil)
+		next, err := table.Apply(t.Context(), head, txn, nil)
 		if err != nil {
 			t.Fatalf("replay record %d: %v", i, err)
 		}

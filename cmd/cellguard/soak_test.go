@@ -129,13 +129,15 @@ func prefill(t *testing.T, js jetstream.JetStream, log *soakLog, n int) {
 	stageTxn(t, js, soakDS, &lancepb.Transaction{Uuid: create, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
 		Schema: schema, Fragments: []*lancepb.DataFragment{fragment("data/base.lance")},
 	}}})
+	// The i-th append reads version i+1, the head it is decided at (they
+	// are decided in stream order): history built fast, at no read lag.
 	for done := 0; done < n; {
 		k := min(2000, n-done)
 		var futs []jetstream.PubAckFuture
-		for range k {
+		for j := range k {
 			id := newUUID()
 			log.add(id)
-			body, err := proto.Marshal(&lancepb.Transaction{Uuid: id, ReadVersion: 1, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
+			body, err := proto.Marshal(&lancepb.Transaction{Uuid: id, ReadVersion: uint64(done + j + 1), Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
 				Fragments: []*lancepb.DataFragment{fragment("data/" + id + ".lance")},
 			}}})
 			if err != nil {
@@ -301,7 +303,7 @@ func soakOracle(t *testing.T, log *soakLog, all []*cellguardpb.Decision) {
 			bad("decision %d: %v", i, err)
 			continue
 		}
-		next, err := table.Apply(head, txn, nil)
+		next, err := table.Apply(context.Background(), head, txn, nil)
 		if err != nil {
 			bad("replay of version %d: %v", rec.Version, err)
 			continue

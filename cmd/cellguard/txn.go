@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -60,11 +62,17 @@ func txnInspect(args []string, stdout io.Writer) error {
 	for _, o := range opaque {
 		fmt.Fprintf(stdout, "opaque:        %s (%d bytes; type not known to cellguard)\n", o.url, o.size)
 	}
-	js, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", Resolver: opaqueResolver{}}.Marshal(shown)
+	js, err := protojson.MarshalOptions{Resolver: opaqueResolver{}}.Marshal(shown)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "message:\n%s\n", js)
+	// protojson varies its whitespace from build to build on purpose;
+	// json.Indent makes the output stable for people and scripts.
+	var out bytes.Buffer
+	if err := json.Indent(&out, js, "", "  "); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "message:\n%s\n", out.Bytes())
 	return nil
 }
 

@@ -168,11 +168,11 @@ func TestUntrustedCheckpoint(t *testing.T) {
 // is refused, not applied.
 func TestReplayChecksVersion(t *testing.T) {
 	r := declog.Record{Seq: 7, Dataset: "ds", Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: 2, Decision: committed(t, "ds", 2)}
-	if _, _, err := declog.Replay(nil, r, nil); err == nil {
+	if _, _, err := declog.Replay(t.Context(), nil, r, nil); err == nil {
 		t.Error("Replay(nil, version 2) = nil error; want a version mismatch")
 	}
 	r1 := declog.Record{Seq: 1, Dataset: "ds", Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: 1, Decision: committed(t, "ds", 1)}
-	m, txn, err := declog.Replay(nil, r1, nil)
+	m, txn, err := declog.Replay(t.Context(), nil, r1, nil)
 	if err != nil || m.Version() != 1 || txn.GetUuid() != r1.Decision.GetTxnUuid() {
 		t.Errorf("Replay(nil, version 1) = %v, %v, %v; want version 1", m, txn, err)
 	}

@@ -13,9 +13,10 @@ import (
 // Replay applies the committed record r to m, the manifest of the
 // version before it (nil before the first), and checks that the result
 // is the version r records. It returns the new manifest and the
-// transaction r committed. It is the one place a reader turns a record
+// transaction r committed; ctx bounds reads of older (only a Restore needs
+// them). It is the one place a reader turns a record
 // into a manifest; the committer decides with the same table.Apply.
-func Replay(m *table.Manifest, r Record, older table.Versions) (*table.Manifest, *lancepb.Transaction, error) {
+func Replay(ctx context.Context, m *table.Manifest, r Record, older table.Versions) (*table.Manifest, *lancepb.Transaction, error) {
 	var have uint64
 	if m != nil {
 		have = m.Version()
@@ -27,7 +28,7 @@ func Replay(m *table.Manifest, r Record, older table.Versions) (*table.Manifest,
 	if err != nil {
 		return nil, nil, err
 	}
-	next, err := table.Apply(m, txn, older)
+	next, err := table.Apply(ctx, m, txn, older)
 	if err != nil {
 		return nil, nil, fmt.Errorf("declog: log of %s: apply version %d: %w", r.Dataset, r.Version, err)
 	}
@@ -35,6 +36,25 @@ func Replay(m *table.Manifest, r Record, older table.Versions) (*table.Manifest,
 		return nil, nil, fmt.Errorf("declog: log of %s: applying record %d made version %d, want %d", r.Dataset, r.Seq, next.Version(), r.Version)
 	}
 	return next, txn, nil
+}
+
+// Versions serves the manifests of ds from the log, each rebuilt with
+// Load, for a Restore being replayed. A version the log does not hold
+// is an error wrapping table.ErrVersionNotFound.
+func (l *Log) Versions(ds string) table.Versions { return logVersions{l: l, ds: ds} }
+
+type logVersions struct {
+	l  *Log
+	ds string
+}
+
+// Manifest implements table.Versions.
+func (v logVersions) Manifest(ctx context.Context, version uint64) (*table.Manifest, error) {
+	m, _, err := v.l.Load(ctx, v.ds, version, v)
+	if errors.Is(err, ErrNoVersion) || errors.Is(err, ErrNoDataset) {
+		return nil, fmt.Errorf("%w: %v", table.ErrVersionNotFound, err)
+	}
+	return m, err
 }
 
 // Load rebuilds the manifest of ds at version (0: the latest) from the
@@ -74,7 +94,7 @@ func (l *Log) Load(ctx context.Context, ds string, version uint64, older table.V
 		if err != nil {
 			return nil, 0, err
 		}
-		if m, _, err = Replay(m, r, older); err != nil {
+		if m, _, err = Replay(ctx, m, r, older); err != nil {
 			return nil, 0, err
 		}
 		seq = r.Seq

@@ -78,6 +78,32 @@ func pureImportProblem(imp string, own []string) string {
 	return "third-party module not allowed in pure packages"
 }
 
+// sdkForbidden lists, for each SDK package, project packages it must not
+// import: the two SDKs stay independent (what they share lives in
+// rejection), and rejection depends on nothing but the decision record.
+var sdkForbidden = map[string][]string{
+	"events":    {"cellguard/producer", "cellguard/committer", "cellguard/table/data"},
+	"producer":  {"cellguard/events", "cellguard/committer", "cellguard/table/data"},
+	"rejection": {"cellguard/producer", "cellguard/events", "cellguard/table", "cellguard/internal/declog"},
+}
+
+func TestSDKImports(t *testing.T) {
+	root := repoRoot(t)
+	for pkg, forbidden := range sdkForbidden {
+		imports, _ := scanPackage(t, filepath.Join(root, pkg), false)
+		if len(imports) == 0 {
+			t.Errorf("package %s has no imports: has it moved?", pkg)
+		}
+		for _, imp := range imports {
+			for _, bad := range forbidden {
+				if imp == bad {
+					t.Errorf("%s imports %s (rule: SDK packages do not depend on each other or on the data plane)", pkg, imp)
+				}
+			}
+		}
+	}
+}
+
 func TestFlagOnlyInCmd(t *testing.T) {
 	root := repoRoot(t)
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {

@@ -82,6 +82,10 @@ function norm(v) {
   if (typeof v === "bigint") return v.toString();
   if (v instanceof Uint8Array) return "hex:" + Buffer.from(v).toString("hex");
   if (typeof v !== "object") return v;
+  // Arrow vectors (list values): get(i) keeps null items, toArray would not.
+  if (typeof v.get === "function" && typeof v.length === "number") {
+    return Array.from({ length: v.length }, (_, i) => norm(v.get(i)));
+  }
   if (typeof v.toArray === "function") return Array.from(v.toArray(), norm);
   if (ArrayBuffer.isView(v) || Array.isArray(v)) return Array.from(v, norm);
   return String(v);

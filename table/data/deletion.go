@@ -14,21 +14,13 @@ import (
 var _ table.DeletionVectors = (*Store)(nil)
 
 // DeletionVector implements table.DeletionVectors: it returns the deleted
-// offsets that df records for fragment fragmentID. The result is shared
-// with the Store's cache and must not be modified. The interface has no
-// context, so the read is not cancellable; use Deleted where a context is
-// at hand.
-func (s *Store) DeletionVector(fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
-	return s.Deleted(context.Background(), fragmentID, df)
-}
-
-// Deleted returns the deleted offsets that df records for fragment
-// fragmentID, reading either form of Lance deletion file: a portable
-// 32-bit roaring bitmap (`.bin`) or an Arrow IPC file with one UInt32
-// column `row_id` (`.arrow`, as Lance writes small deletion sets,
-// ZSTD-compressed). The bitmap must hold exactly df.num_deleted_rows
-// offsets. The result must not be modified.
-func (s *Store) Deleted(ctx context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+// offsets that df records for fragment fragmentID, reading either form of
+// Lance deletion file: a portable 32-bit roaring bitmap (`.bin`) or an
+// Arrow IPC file with one UInt32 column `row_id` (`.arrow`, as Lance writes
+// small deletion sets, ZSTD-compressed). The bitmap must hold exactly df.num_deleted_rows
+// offsets. The result is shared with the Store's cache and must not be
+// modified.
+func (s *Store) DeletionVector(ctx context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
 	const op = "read deletion file"
 	if df.BaseId != nil {
 		return nil, errorf(op, ErrUnsupported, "fragment %d: deletion file under base path %d", fragmentID, df.GetBaseId())
@@ -161,7 +153,7 @@ func (s *Store) deletedOf(ctx context.Context, frag *table.Fragment) (*roaring.B
 	if df == nil {
 		return roaring.New(), nil
 	}
-	bm, err := s.Deleted(ctx, frag.ID(), df)
+	bm, err := s.DeletionVector(ctx, frag.ID(), df)
 	if err != nil {
 		return nil, err
 	}

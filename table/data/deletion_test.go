@@ -52,7 +52,7 @@ func TestLanceDeletionFiles(t *testing.T) {
 				if df == nil {
 					continue
 				}
-				bm, err := dv.DeletionVector(f.GetId(), df)
+				bm, err := dv.DeletionVector(t.Context(), f.GetId(), df)
 				if err != nil {
 					t.Errorf("%s fragment %d: %v", path, f.GetId(), err)
 					continue
@@ -82,7 +82,7 @@ func TestDeletionFileRoundTrip(t *testing.T) {
 		if df.GetFileType() != lancepb.DeletionFile_BITMAP || df.GetReadVersion() != 4 || df.GetNumDeletedRows() != 5 || df.GetId() == 0 {
 			t.Errorf("WriteDeletionFile = %v", df)
 		}
-		got, err := s.DeletionVector(12, df)
+		got, err := s.DeletionVector(t.Context(), 12, df)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestDeletionFileRoundTrip(t *testing.T) {
 			t.Errorf("empty deletion file: error = %v; want ErrInvalidArgument", err)
 		}
 		missing := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 4, Id: 1, NumDeletedRows: 1}
-		if _, err := s.DeletionVector(12, missing); !errors.Is(err, data.ErrNotFound) {
+		if _, err := s.DeletionVector(t.Context(), 12, missing); !errors.Is(err, data.ErrNotFound) {
 			t.Errorf("missing deletion file: error = %v; want ErrNotFound", err)
 		}
 	})
@@ -113,19 +113,19 @@ func TestDeletionVectorChecksAndCaches(t *testing.T) {
 	lying := cloneDeletion(df)
 	lying.NumDeletedRows = 3
 	var fe *data.FormatError
-	if _, err := s.DeletionVector(1, lying); !errors.As(err, &fe) || !errors.Is(err, table.ErrMalformed) {
+	if _, err := s.DeletionVector(t.Context(), 1, lying); !errors.As(err, &fe) || !errors.Is(err, table.ErrMalformed) {
 		t.Errorf("count mismatch: error = %v; want a *FormatError", err)
 	}
-	if _, err := s.DeletionVector(1, df); err != nil {
+	if _, err := s.DeletionVector(t.Context(), 1, df); err != nil {
 		t.Fatal(err)
 	}
 	if err := bucket.Delete(ctx, "_deletions/"+table.DeletionFilePath(1, df)); err != nil {
 		t.Fatal(err)
 	}
-	if bm, err := s.DeletionVector(1, df); err != nil || bm.GetCardinality() != 2 {
+	if bm, err := s.DeletionVector(t.Context(), 1, df); err != nil || bm.GetCardinality() != 2 {
 		t.Errorf("cached read = %v, %v; want {1, 2}", bm, err)
 	}
-	if _, err := s.DeletionVector(1, lying); !errors.As(err, &fe) {
+	if _, err := s.DeletionVector(t.Context(), 1, lying); !errors.As(err, &fe) {
 		t.Errorf("count mismatch on a cached file: error = %v; want a *FormatError", err)
 	}
 }

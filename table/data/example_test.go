@@ -59,7 +59,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v2 := commit(v1, &lancepb.Transaction{Operation: &lancepb.Transaction_DataReplacement_{
+	v2 := commit(ctx, v1, &lancepb.Transaction{Operation: &lancepb.Transaction_DataReplacement_{
 		DataReplacement: &lancepb.Transaction_DataReplacement{
 			Replacements: []*lancepb.Transaction_DataReplacementGroup{{FragmentId: 0, NewFile: y}}}}})
 
@@ -68,7 +68,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v3 := commit(v2, &lancepb.Transaction{Operation: &lancepb.Transaction_DataOverlay_{
+	v3 := commit(ctx, v2, &lancepb.Transaction{Operation: &lancepb.Transaction_DataOverlay_{
 		DataOverlay: &lancepb.Transaction_DataOverlay{
 			Groups: []*lancepb.Transaction_DataOverlayGroup{{FragmentId: 0, Overlays: []*lancepb.DataOverlayFile{ov}}}}}})
 
@@ -80,7 +80,7 @@ func Example() {
 	f3, _ := v3.Fragment(0)
 	post := proto.CloneOf(f3.Proto()) // the fragment as read, with its new deletion file
 	post.DeletionFile = del
-	v4 := commit(v3, &lancepb.Transaction{Operation: &lancepb.Transaction_Delete_{
+	v4 := commit(ctx, v3, &lancepb.Transaction{Operation: &lancepb.Transaction_Delete_{
 		Delete: &lancepb.Transaction_Delete{UpdatedFragments: []*lancepb.DataFragment{post}}}})
 
 	for _, m := range []*table.Manifest{v1, v2, v3, v4} {
@@ -99,9 +99,9 @@ func Example() {
 }
 
 // commit applies a transaction read at head, as the committer would.
-func commit(head *table.Manifest, txn *lancepb.Transaction) *table.Manifest {
+func commit(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction) *table.Manifest {
 	txn.ReadVersion = head.Version()
-	next, err := table.Apply(head, txn, nil)
+	next, err := table.Apply(ctx, head, txn, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

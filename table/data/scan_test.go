@@ -178,7 +178,7 @@ func (sc *scenario) commitAfter(txn *lancepb.Transaction, update func()) {
 		readVersion = sc.head.Version()
 	}
 	txn.ReadVersion = readVersion
-	next, err := table.Apply(sc.head, txn, nil)
+	next, err := table.Apply(sc.t.Context(), sc.head, txn, nil)
 	if err != nil {
 		sc.t.Fatalf("apply at version %d: %v", readVersion, err)
 	}

@@ -1,0 +1,117 @@
+package main
+
+// The raw baseline of `cellguard bench`: the same JetStream I/O as the
+// committer (consume staged messages, publish one decision each as an
+// atomic batch, ack) with no decoding, state, fencing or evaluation.
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"cellguard/committer"
+	"cellguard/internal/subject"
+)
+
+// startRaw runs the raw JetStream loop: the committer's streams and
+// consumer settings under another prefix; each batch of staged messages
+// gets one decision message each, published as an atomic batch, then
+// acked. No decoding, state, fencing or evaluation.
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, ds string, batch int) error {
+	nc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20})
+	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
+		return err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
+		Durable: sc.Consumer(ds), FilterSubject: sc.Txn(ds), AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	in := make(chan jetstream.Msg, 4*batch)
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(batch))
+	if err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer nc.Close()
+		defer cc.Stop()
+		msgs := make([]jetstream.Msg, 0, batch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-in:
+				msgs = append(msgs[:0], m)
+			}
+			for len(msgs) < batch && len(in) > 0 {
+				msgs = append(msgs, <-in)
+			}
+			if err := rawAppend(ctx, nc, sc, ds, msgs); err != nil {
+				return
+			}
+			for _, m := range msgs {
+				_ = m.Ack()
+			}
+		}
+	}()
+	return nil
+}
+
+// rawAppend publishes one decision per message: as one atomic batch from
+// 32 messages on, as single publishes below (the committer's rule).
+func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string, msgs []jetstream.Msg) error {
+	if len(msgs) > 1 && len(msgs) < 32 {
+		for i := range msgs {
+			if err := rawAppend(ctx, nc, sc, ds, msgs[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	id := nuid.Next()
+	for i, m := range msgs {
+		out := nats.NewMsg(sc.Dec(ds, subject.Committed))
+		out.Data = m.Data()
+		out.Header.Set(subject.HdrTxnID, m.Headers().Get(subject.HdrMsgID))
+		if len(msgs) > 1 {
+			out.Header.Set("Nats-Batch-Id", id)
+			out.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		}
+		if i < len(msgs)-1 {
+			if err := nc.PublishMsg(out); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(msgs) > 1 {
+			out.Header.Set("Nats-Batch-Commit", "1")
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := nc.RequestMsgWithContext(rctx, out)
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// runMany measures many datasets at once: one committer serving all of

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"cellguard/internal/subject"
+)
+
+// tracker matches decisions to staged transactions.
+type tracker struct {
+	mu       sync.Mutex
+	sentAt   map[string]time.Time
+	waiters  map[string]chan struct{}
+	lat      []time.Duration
+	first    time.Time
+	last     time.Time
+	done     atomic.Int64
+	rejected atomic.Int64
+	head     atomic.Uint64
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}}
+}
+
+// await registers ch to be signalled when id is decided.
+func (t *tracker) await(id string, ch chan struct{}) {
+	t.mu.Lock()
+	t.waiters[id] = ch
+	t.mu.Unlock()
+}
+
+func (t *tracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lat, t.first = t.lat[:0], time.Time{}
+	t.done.Store(0)
+	t.rejected.Store(0)
+}
+
+func (t *tracker) sent(id string) {
+	now := time.Now()
+	t.mu.Lock()
+	t.sentAt[id] = now
+	if t.first.IsZero() {
+		t.first = now
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) onDecision(m *nats.Msg) {
+	now := time.Now()
+	id := m.Header.Get(subject.HdrTxnID)
+	if v, err := strconv.ParseUint(m.Header.Get(subject.HdrVersion), 10, 64); err == nil && v > t.head.Load() {
+		t.head.Store(v)
+	}
+	if strings.HasSuffix(m.Subject, ".rejected") {
+		t.rejected.Add(1)
+	}
+	t.mu.Lock()
+	if at, ok := t.sentAt[id]; ok {
+		t.lat = append(t.lat, now.Sub(at))
+		delete(t.sentAt, id)
+	}
+	if ch, ok := t.waiters[id]; ok {
+		delete(t.waiters, id)
+		ch <- struct{}{}
+	}
+	t.last = now
+	t.mu.Unlock()
+	t.done.Add(1)
+}
+
+func (t *tracker) wait(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for t.done.Load() < int64(n) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench: %d of %d decisions after %v", t.done.Load(), n, timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+func (t *tracker) result(n int) result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lat := slices.Clone(t.lat)
+	slices.Sort(lat)
+	r := result{rate: float64(n) / t.last.Sub(t.first).Seconds(), rejected: t.rejected.Load()}
+	if len(lat) > 0 {
+		r.p50 = lat[len(lat)/2]
+		r.p99 = lat[len(lat)*99/100]
+	}
+	return r
+}
