@@ -126,8 +126,12 @@ func prefill(t *testing.T, js jetstream.JetStream, log *soakLog, n int) {
 	create := newUUID()
 	log.add(create)
 	schema := []*lancepb.Field{{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF}}
+	frags := []*lancepb.DataFragment{fragment("data/base.lance")} // fragment 0: what stale readers protect
+	for i := range soakWriters {
+		frags = append(frags, fragment(fmt.Sprintf("data/w%d.lance", i))) // fragment 1+i: writer i's
+	}
 	stageTxn(t, js, soakDS, &lancepb.Transaction{Uuid: create, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
-		Schema: schema, Fragments: []*lancepb.DataFragment{fragment("data/base.lance")},
+		Schema: schema, Fragments: frags,
 	}}})
 	// The i-th append reads version i+1, the head it is decided at (they
 	// are decided in stream order): history built fast, at no read lag.
@@ -137,9 +141,11 @@ func prefill(t *testing.T, js jetstream.JetStream, log *soakLog, n int) {
 		for j := range k {
 			id := newUUID()
 			log.add(id)
-			body, err := proto.Marshal(&lancepb.Transaction{Uuid: id, ReadVersion: uint64(done + j + 1), Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
-				Fragments: []*lancepb.DataFragment{fragment("data/" + id + ".lance")},
-			}}})
+			body, err := proto.Marshal(&lancepb.Transaction{Uuid: id, ReadVersion: uint64(done + j + 1), Operation: &lancepb.Transaction_DataReplacement_{
+				DataReplacement: &lancepb.Transaction_DataReplacement{Replacements: []*lancepb.Transaction_DataReplacementGroup{
+					{FragmentId: uint64(1 + (done+j)%soakWriters), NewFile: columnFile("data/" + id + ".lance")},
+				}},
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,12 +190,14 @@ func prefill(t *testing.T, js jetstream.JetStream, log *soakLog, n int) {
 	}
 }
 
-// soakWorker commits until ctx ends. A writer appends at the latest
-// version and now and then drops the outcome on purpose (a tiny deadline)
-// and commits the same Txn again, as the SDK documents; a stale reader
-// reads a version up to -soak.lag behind and protects cells of the base
-// fragment, which appends never change: the precondition is evaluated
-// over the whole lag and the transaction commits.
+// soakWorker commits until ctx ends. A writer replaces the column of its
+// own fragment at the latest version (many small commits that do not grow
+// the manifest) and now and then drops the outcome on purpose (a tiny
+// deadline) and commits the same Txn again, as the SDK documents; a stale
+// reader reads a version up to -soak.lag behind, appends a fragment and
+// protects the cells of fragment 0, which no one changes: the
+// precondition is evaluated over the whole lag and the transaction
+// commits.
 func soakWorker(ctx context.Context, t *testing.T, url string, id int, stale bool, log *soakLog) {
 	nc, _ := natstest.Connect(t, url)
 	pc, err := producer.New(nc, producer.Config{Timeout: 20 * time.Second})
@@ -210,9 +218,12 @@ func soakWorker(ctx context.Context, t *testing.T, url string, id int, stale boo
 				continue
 			}
 		}
-		txn := snap.NewTxn().Append(fragment(fmt.Sprintf("data/w%d-%d.lance", id, n)))
+		path := fmt.Sprintf("data/w%d-%d.lance", id, n)
+		txn := snap.NewTxn().ReplaceColumns(uint64(1+id), columnFile(path))
 		if stale {
-			txn.CellsUnchanged([]int32{0}, evaluator.WholeFragments(0))
+			// Appends never conflict, whatever the lag; the precondition
+			// is evaluated over all of it.
+			txn = snap.NewTxn().Append(fragment(path)).CellsUnchanged([]int32{0}, evaluator.WholeFragments(0))
 		}
 		log.add(txn.ID())
 		lose := !stale && rng.IntN(20) == 0
@@ -223,6 +234,11 @@ func soakWorker(ctx context.Context, t *testing.T, url string, id int, stale boo
 			log.mu.Unlock()
 		}
 	}
+}
+
+// columnFile is a data file holding field 0, for a DataReplacement.
+func columnFile(path string) *lancepb.DataFile {
+	return &lancepb.DataFile{Path: path, Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2}
 }
 
 // commitUntilKnown commits txn, committing the same Txn again while the
