@@ -394,5 +394,3 @@ func reportGaps(t *testing.T, js jetstream.JetStream, begin, end time.Time, kill
 		t.Errorf("decisions stopped for %v outside restarts, more than %v", steady, *soakMaxGap)
 	}
 }
-
-
