@@ -262,12 +262,10 @@ func (c *Committer) ensureWorker(ctx context.Context, ds string) {
 		defer c.metrics.datasets.Dec()
 		for attempt := 0; ; attempt++ {
 			began := time.Now()
-			w.status.set(StateLoading, nil)
 			err := w.run(ctx)
 			if ctx.Err() != nil {
 				return
 			}
-			w.status.set(StateFailed, err)
 			if errors.Is(err, errCrash) {
 				c.signalFatal(err)
 				return

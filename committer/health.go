@@ -3,80 +3,29 @@ package committer
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
-// DatasetState is where a dataset's worker is.
-type DatasetState string
-
-// Dataset states, as /readyz reports them.
-const (
-	// StateLoading: the worker is building the dataset's state from its
-	// checkpoint and the decision log (at start, or after a restart).
-	StateLoading DatasetState = "loading"
-	// StateDeciding: the state is loaded and the worker consumes and
-	// decides the dataset's staged transactions.
-	StateDeciding DatasetState = "deciding"
-	// StateFailed: the worker stopped on an error and restarts after a
-	// pause; Err says why.
-	StateFailed DatasetState = "failed"
-)
-
-// DatasetStatus is one dataset's entry in Status.
-type DatasetStatus struct {
+// datasetHealth is one dataset's entry in the /readyz body.
+type datasetHealth struct {
 	Dataset string       `json:"dataset"`
 	State   DatasetState `json:"state"`
-	Err     string       `json:"error,omitempty"`
+	Reason  string       `json:"reason,omitempty"`
+	Detail  string       `json:"detail,omitempty"`
 	Since   time.Time    `json:"since"`
 }
 
-// status is a worker's DatasetStatus, safe to read from other goroutines.
-type status struct {
-	mu sync.Mutex
-	s  DatasetStatus
-}
-
-func (st *status) set(s DatasetState, err error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.s.State == s && err == nil {
-		return
-	}
-	st.s.State, st.s.Err, st.s.Since = s, "", time.Now()
-	if err != nil {
-		st.s.Err = err.Error()
-	}
-}
-
-func (st *status) get() DatasetStatus {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.s
-}
-
-// Status returns the state of every dataset this committer serves,
-// sorted by name.
-func (c *Committer) Status() []DatasetStatus {
-	c.mu.Lock()
-	out := make([]DatasetStatus, 0, len(c.workers))
-	for ds, w := range c.workers {
-		s := w.status.get()
-		s.Dataset = ds
-		out = append(out, s)
-	}
-	c.mu.Unlock()
-	slices.SortFunc(out, func(a, b DatasetStatus) int { return strings.Compare(a.Dataset, b.Dataset) })
-	return out
-}
+// healthy reports whether a dataset in state s counts as ready: its state
+// is loaded and deciding, or it was evicted for idleness (it loads again
+// when a message arrives).
+func healthy(s DatasetState) bool { return s == DatasetDeciding || s == DatasetIdle }
 
 // health is what /healthz and /readyz answer, as JSON.
 type health struct {
 	Status   string          `json:"status"` // "ok", "ready", "starting", "stuck", "not ready", "stopped"
 	Detail   string          `json:"detail,omitempty"`
-	Datasets []DatasetStatus `json:"datasets,omitempty"`
+	Datasets []datasetHealth `json:"datasets,omitempty"`
 }
 
 // Healthz answers 200 while the process runs normally, and 503 when Run
@@ -114,8 +63,9 @@ func lastErrDetail(err error) string {
 }
 
 // Readyz answers 200 when the committer is set up, connected, and every
-// dataset it serves has loaded its state and is deciding; 503 otherwise.
-// The body (JSON) lists each dataset's state.
+// dataset it serves is deciding (or idle: evicted, reloaded on demand);
+// 503 otherwise, naming the datasets loading, retrying or stopped. The
+// body (JSON) lists each dataset's state.
 func (c *Committer) Readyz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h, code := c.readyz()
@@ -124,7 +74,10 @@ func (c *Committer) Readyz() http.Handler {
 }
 
 func (c *Committer) readyz() (health, int) {
-	h := health{Status: "ready", Datasets: c.Status()}
+	h := health{Status: "ready"}
+	for _, d := range c.DatasetStatuses() {
+		h.Datasets = append(h.Datasets, datasetHealth{Dataset: d.Dataset, State: d.State, Reason: d.Reason, Detail: d.Detail, Since: d.Since})
+	}
 	switch {
 	case !c.Ready():
 		h.Status, h.Detail = "not ready", "streams not set up (starting or stopped)"
@@ -133,7 +86,7 @@ func (c *Committer) readyz() (health, int) {
 	default:
 		var waiting []string
 		for _, d := range h.Datasets {
-			if d.State != StateDeciding {
+			if !healthy(d.State) {
 				waiting = append(waiting, d.Dataset+" "+string(d.State))
 			}
 		}

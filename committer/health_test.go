@@ -73,7 +73,7 @@ func TestReadyzPerDataset(t *testing.T) {
 	for _, d := range body.Datasets {
 		states[d.Dataset] = d.State
 	}
-	if states["good"] != StateDeciding || states["poisoned"] == StateDeciding || states["poisoned"] == "" {
+	if states["good"] != DatasetDeciding || states["poisoned"] == DatasetDeciding || states["poisoned"] == "" {
 		t.Errorf("/readyz datasets %+v, want good deciding and poisoned not", body.Datasets)
 	}
 	if code, h := get(t, r.c, "/healthz"); code != 200 {
@@ -89,7 +89,7 @@ func TestReadyzAllDeciding(t *testing.T) {
 	cfg.Datasets = []string{"x", "y"}
 	r := start(t, srv.URL(), cfg)
 	body := waitProbe(t, r.c, "/readyz", 200, 20*time.Second)
-	if len(body.Datasets) != 2 || body.Datasets[0].Dataset != "x" || body.Datasets[1].State != StateDeciding {
+	if len(body.Datasets) != 2 || body.Datasets[0].Dataset != "x" || body.Datasets[1].State != DatasetDeciding {
 		t.Errorf("/readyz datasets %+v, want x and y deciding", body.Datasets)
 	}
 }

@@ -93,8 +93,8 @@ func TestStateWindowRetentionRollback(t *testing.T) {
 		t.Fatalf("provisional decision: %v", v.rec)
 	}
 	st.rollback(m)
-	if st.headVersion() != 10 || st.decided.has(id) || len(st.versionSeq) != 10 {
-		t.Errorf("after rollback: head %d, decided %v, index %d", st.headVersion(), st.decided.has(id), len(st.versionSeq))
+	if st.headVersion() != 10 || st.decided.has(id) || st.versionSeq.top() != 10 {
+		t.Errorf("after rollback: head %d, decided %v, index %d", st.headVersion(), st.decided.has(id), st.versionSeq.top())
 	}
 	// The same uuid decided again after rollback gets its decision once.
 	again := decideAll(t, st, h, appendTxn(id, 10), appendTxn(id, 10))

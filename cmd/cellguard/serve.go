@@ -41,6 +41,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
+	mem := memoryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +80,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
 	}
+	mem.apply(&cfg)
 	c, err := committer.New(nc, cfg)
 	if err != nil {
 		return err
