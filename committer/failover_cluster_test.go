@@ -2,6 +2,7 @@ package committer
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,8 @@ func steadyLoad(t *testing.T, js jetstream.JetStream, ds string, every time.Dura
 	return func() []string { <-done; return ids }
 }
 
+var failoverMeasure = flag.Bool("failover.measure", false, "run the failover measurement (3-node cluster, about 25 s)")
+
 type sdkCall struct {
 	took, latest time.Duration // the whole call, and Latest's part
 	err          error
@@ -143,8 +146,8 @@ func sdkLoad(t *testing.T, urls, ds string, stop <-chan struct{}) func() []sdkCa
 // It logs the numbers (docs/benchmarks.md), asserting only correctness:
 // every staged transaction gets exactly one decision.
 func TestFailoverDecisionGap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster")
+	if !*failoverMeasure {
+		t.Skip("measurement: run with -failover.measure (docs/benchmarks.md)")
 	}
 	for _, sameNode := range []bool{false, true} {
 		name := "committer-survives"
