@@ -97,11 +97,15 @@ var errReplayDone = errors.New("committer: replay reached the indexed top")
 // committed records after it.
 func (c *Committer) loadState(ctx context.Context, st *state) error {
 	from := uint64(1)
+	adopted := false // the log starts with an adoption record (adopt.go)
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
 		if r.Committed() {
 			top := st.versionSeq.top()
-			if top == 0 && r.Version > 1 && c.decRetain() > 0 {
-				st.versionSeq.start(r.Version) // retention dropped the versions before
+			if top == 0 && r.Version > 1 {
+				adopted = c.adoption(ctx, r)
+			}
+			if top == 0 && r.Version > 1 && (adopted || c.decRetain() > 0) {
+				st.versionSeq.start(r.Version) // retention dropped the versions before, or an adopted table's are not in the log
 			} else if want := top + 1; r.Version != want {
 				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.ds, r.Seq, r.Version, want)
 			}
@@ -130,7 +134,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 			from = cp.DecSeq + 1
 		}
 	}
-	if first := st.versionSeq.first; first > 1 && st.headVersion() < first {
+	if first := st.versionSeq.first; first > 1 && st.headVersion() < first && !adopted {
 		return fmt.Errorf("%w: log of %s begins at version %d (retention), and no trusted checkpoint at or after it: the state cannot be rebuilt",
 			errUntrustedLog, st.ds, first)
 	}
@@ -222,6 +226,26 @@ func (c *Committer) maxReplay() uint64 {
 
 // maxCachedTxnBytes bounds logHistory's transaction cache per dataset.
 const maxCachedTxnBytes = 256 << 10
+
+// cacheCost approximates the memory of what h caches: its transactions by
+// their encoded size (as txnCost does) and its manifest, which shares
+// little with head, at the cost of a recent manifest per fragment.
+func (h *logHistory) cacheCost() int {
+	n := 4 * h.txnBytes
+	if h.cached != nil {
+		n += manifestCost(0) + cachedFragmentCost*h.cached.NumFragments()
+	}
+	return n
+}
+
+// cachedFragmentCost approximates what one fragment of a manifest rebuilt
+// from the log costs (the fragment and its place in the manifest's maps).
+const cachedFragmentCost = 512
+
+// dropCache forgets the cached manifest and transactions.
+func (h *logHistory) dropCache() {
+	h.cached, h.txns, h.txnBytes = nil, nil, 0
+}
 
 func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st

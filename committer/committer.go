@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/evaluator"
+	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
@@ -36,8 +37,9 @@ type Committer struct {
 	obj     jetstream.ObjectStore
 	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
-	dvRoot  *fsDeletionsRoot
+	plane   DataPlane // dataset locations: deletion files
 	policy  evaluator.DeletionPolicy
+	budget  *cacheBudget // nil: no shared cache budget
 
 	ready   atomic.Bool
 	mu      sync.Mutex
@@ -77,8 +79,12 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	}
 	c.strays.c = c
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
-	if cfg.DatasetRoot != "" {
-		c.dvRoot = newFSDeletions(cfg.DatasetRoot)
+	if cfg.CacheBytes > 0 {
+		c.budget = newCacheBudget(cfg.CacheBytes)
+	}
+	c.plane = cfg.DataPlane
+	if c.plane == nil {
+		c.plane = blobPlane{b: &dataplane.Blob{}}
 	}
 	return c, nil
 }
@@ -140,6 +146,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
+	_ = c.plane.Close()
 	return runErr
 }
 

@@ -74,8 +74,12 @@
 // Per dataset, the committer keeps the head manifest, recent manifests and
 // transactions within WindowBytes, the change index within IndexBytes, the
 // decided-uuid set (about 40 bytes per decision) and the version → log
-// sequence index (8 bytes per retained version). A dataset idle for
-// IdleEvict drops all of it and reloads on its next message. CG_DEC keeps
+// sequence index (8 bytes per retained version). The caches among these
+// (recent manifests and transactions, change index, history read from the
+// log) also share one budget across all datasets, CacheBytes: over it,
+// the least recently active datasets drop theirs first, down to the head
+// manifest (see budget.go). A dataset idle for IdleEvict drops all of it
+// and reloads on its next message. CG_DEC keeps
 // DecisionsPerSubject records per dataset and outcome and denies deletes
 // and purges; the committer holds back a batch rather than let retention
 // drop a record newer than the dataset's newest checkpoint, and keeps the
@@ -83,6 +87,13 @@
 //
 // # Caveats
 //
-// Arrow deletion files are not read; a rule that needs their contents
-// treats them as changed.
+// Deletion files (Lance's .arrow and .bin forms) are read and written
+// through the dataset's location (deletions.go); a dataset with no
+// location and no Config.DatasetRoot has none to read, and a rule that
+// needs their contents treats them as changed.
+//
+// A dataset's configuration (declog.Config) is part of its state:
+// datasets published for Lance 8 readers reject DataOverlay, and
+// published datasets reject CreateIndex (readers.go); an adoption starts
+// a dataset at a Lance table's version (adopt.go).
 package committer

@@ -50,6 +50,12 @@ type limits struct {
 	// windowBytes bounds the approximate memory of the window's
 	// manifests (0: only window, a count, bounds it).
 	windowBytes int
+	// lanceRoot is the default location root for datasets created
+	// without one ("": not published).
+	lanceRoot string
+	// budget is the committer's memory budget for caches, shared with
+	// every other dataset (nil: none).
+	budget *cacheBudget
 }
 
 // state is everything one dataset's worker knows: the head manifest, a
@@ -81,9 +87,13 @@ type state struct {
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
-	deciding   bool   // within decide: older history may refuse costly work
-	evicted    uint64 // versions ≤ evicted are out of the window
-	mevicted   uint64 // manifests ≤ mevicted were dropped to fit windowBytes
+	deciding   bool         // within decide: older history may refuse costly work
+	evicted    uint64       // versions ≤ evicted are out of the window
+	mevicted   uint64       // manifests ≤ mevicted were dropped to fit windowBytes
+	share      *budgetShare // this dataset's part of lim.budget; nil without one
+	// cfg is the dataset's configuration, from its first committed
+	// record (readers.go); nil before creation.
+	cfg *cellguardpb.DatasetConfig
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -92,6 +102,7 @@ func newState(ds string, lim limits, older history) *state {
 		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
+		share:   joinBudget(lim.budget, ds),
 	}
 }
 
@@ -236,6 +247,9 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	case decodeErr != nil:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
 	}
+	if rej := checkReaders(s.cfg, op); rej != nil {
+		return verdict{}, rej
+	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
 		return s.create(ctx, txn, rec)
@@ -363,6 +377,14 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if len(txn.GetPreconditions()) > 0 {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
+	if _, adopting := txn.GetTransactionProperties()[declog.AdoptProperty]; adopting {
+		return s.adopt(txn, rec)
+	}
+	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
+	if rej != nil {
+		return verdict{}, rej
+	}
+	rec.DatasetConfig = cfg
 	next, err := applyTxn(ctx, nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
@@ -404,8 +426,12 @@ func (s *state) record(v verdict, txnSeq uint64) {
 	if v.next == nil {
 		return
 	}
+	if s.head == nil {
+		s.cfg = v.rec.GetDatasetConfig()
+	}
 	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
 	s.keepTxn(v.next.Version(), v.txn, len(v.rec.Transaction))
+	s.padVersions(v.next.Version())
 	s.versionSeq.push(0) // filled in by commit
 }
 
@@ -438,6 +464,10 @@ func (s *state) rollback(m mark) {
 	s.versionSeq.truncate(m.versions)
 	s.ix.Rollback(m.head)
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
+	if s.head == nil { // an undone creation or adoption
+		s.cfg = nil
+		s.versionSeq = seqIndex{}
+	}
 }
 
 // commit makes the decisions since m final: recs[i] was stored at CG_DEC
@@ -454,6 +484,7 @@ func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	s.journal = s.journal[:0]
 	s.evict()
 	s.evictByCost()
+	s.fitBudget()
 }
 
 // evict drops manifests and transactions that fell out of the window.
@@ -509,8 +540,8 @@ func (s *state) dropTxn(v uint64) {
 
 // txnCost approximates a decoded transaction's memory from its encoded
 // size: protobuf messages in memory take several times their wire size
-// (about 1 KiB for a one-fragment append, measured).
-func txnCost(n int) int { return 256 + 4*n }
+// (measured: 5.4 times for appends of 16 and 256 one-file fragments).
+func txnCost(n int) int { return 256 + 6*n }
 
 func (s *state) dropManifest(v uint64) {
 	if _, ok := s.recent[v]; !ok {
@@ -523,11 +554,12 @@ func (s *state) dropManifest(v uint64) {
 
 // manifestCost approximates the memory a manifest in the window keeps
 // alive that no later manifest shares: the fragment-trie nodes on the
-// paths its successor changed (32-slot nodes of a few hundred bytes, a
-// few levels deep, in several maps) and the version's own header. The
+// paths its successor changed (compressed nodes of up to a few hundred
+// bytes, a few levels deep, in two maps) and the version's own header. The
 // successor's encoded transaction size stands in for how much changed.
-// The constants come from BenchmarkResidentDatasets (about 7 KiB for a
-// one-fragment append).
+// The constants were measured with BenchmarkResidentDatasets when trie
+// nodes were full 32-slot arrays (about 7 KiB for a one-fragment append);
+// with compressed nodes they overestimate, which errs on the safe side.
 func manifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }
 
 // replay folds one record of the decision log into the state, as when
@@ -538,6 +570,7 @@ func (s *state) replay(ctx context.Context, r declog.Record) error {
 		if err := s.advance(ctx, r); err != nil {
 			return err
 		}
+		s.padVersions(r.Version)
 		s.versionSeq.push(r.Seq)
 	}
 	s.noteLogged(r)
@@ -592,7 +625,8 @@ func (s *state) checkStagedSeq(lastStaged uint64) error {
 
 // advance applies a committed record to the head manifest.
 func (s *state) advance(ctx context.Context, r declog.Record) error {
-	if want := s.headVersion() + 1; r.Version != want {
+	adoption := s.head == nil && r.Decision.GetAdoptedManifest() != nil // declog.Replay checks it
+	if want := s.headVersion() + 1; r.Version != want && !adoption {
 		return fmt.Errorf("%w: %s: log record %d has version %d, want %d", errReplay, s.ds, r.Seq, r.Version, want)
 	}
 	next, txn, err := declog.Replay(ctx, s.head, r, s)
@@ -601,6 +635,9 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 			return fmt.Errorf("%w: %s: %w", errReplay, s.ds, err)
 		}
 		return fmt.Errorf("replay %s: %w", s.ds, err)
+	}
+	if s.head == nil {
+		s.cfg = r.Decision.GetDatasetConfig()
 	}
 	s.setHead(next, r.TxnID, len(r.Decision.GetTransaction()))
 	s.keepTxn(r.Version, txn, len(r.Decision.GetTransaction()))

@@ -84,6 +84,9 @@ func (w *worker) run(ctx context.Context) error {
 		case <-idle.c():
 			w.evictState()
 			continue
+		case <-w.cacheRequests():
+			w.st.dropCaches()
+			continue
 		case m := <-w.in:
 			batch = append(batch[:0], m)
 		}
@@ -113,15 +116,18 @@ func (w *worker) load(ctx context.Context) error {
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
 		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes, windowBytes: c.cfg.WindowBytes,
-	}
-	if c.dvRoot != nil {
-		lim.rules.deletions = c.dvRoot.dataset(w.ds)
+		lanceRoot: c.cfg.LanceRoot, budget: c.budget,
 	}
 	st := newState(w.ds, lim, nil)
+	st.lim.rules.deletions = datasetDeletions{c: c, st: st}
 	st.older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
 	if err := c.loadState(ctx, st); err != nil {
 		return err
 	}
+	if err := c.loadConfig(ctx, st); err != nil {
+		return err
+	}
+	st.fitBudget()
 	w.st = st
 	w.cursor = st.lastTxnSeq
 	w.needGap = true
@@ -402,7 +408,7 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		return err
 	}
 	if len(recs) > 0 {
-		if err := w.writeDeletions(verdicts); err != nil {
+		if err := w.writeDeletions(ctx, verdicts); err != nil {
 			st.rollback(m)
 			return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
 		}
