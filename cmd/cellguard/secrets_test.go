@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -59,17 +58,5 @@ func TestNoSecretInLogs(t *testing.T) {
 				t.Errorf("output contains a password:\n%s", text)
 			}
 		}
-	}
-}
-
-// waitOutput waits until out mentions s.
-func waitOutput(t *testing.T, out *syncBuffer, s string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never mentions %q:\n%s", s, out)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
