@@ -88,6 +88,9 @@ func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
 	}
 }
 
+// errReplayDone ends loadState's body replay at the indexed top.
+var errReplayDone = errors.New("committer: replay reached the indexed top")
+
 // loadState fills st from the log: a headers-only pass indexes every
 // decision (ids for exactly-once, version → record sequence), then the
 // manifest is rebuilt from the newest trusted checkpoint plus the
@@ -138,7 +141,18 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if st.headVersion() == top {
 		return nil
 	}
-	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error { return st.advance(ctx, r) })
+	// Another committer may append while this one loads (a standby
+	// loading beside the leader): records past the index pass's top are
+	// left for the catch-up that follows the index, not replayed here.
+	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error {
+		if r.Version > top {
+			return errReplayDone
+		}
+		return st.advance(ctx, r)
+	})
+	if errors.Is(err, errReplayDone) {
+		err = nil
+	}
 	if err != nil {
 		return untrusted(err)
 	}
@@ -242,7 +256,7 @@ func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transact
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	h.c.metrics.historyReads.WithLabelValues(st.ds).Inc()
+	h.c.metrics.historyReads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
 	r, err := h.c.record(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
@@ -280,7 +294,7 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
 			st.ds, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
 	}
-	h.c.metrics.historyLoads.WithLabelValues(st.ds).Inc()
+	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := h.Committed(ctx, u)
 		if err != nil {
@@ -380,7 +394,7 @@ func (cp *checkpointer) loop() {
 			result = "error"
 			cp.c.log.Warn("checkpoint failed", "dataset", cp.ds, "version", r.m.Version(), "err", err)
 		}
-		cp.c.metrics.checkpoints.WithLabelValues(cp.ds, result).Inc()
+		cp.c.metrics.checkpoints.WithLabelValues(cp.c.dsLabel(cp.ds), result).Inc()
 	}
 }
 

@@ -41,6 +41,7 @@ type worker struct {
 	cp       *checkpointer
 	// status is what DatasetStatuses reports; set by run.
 	status atomic.Pointer[DatasetStatus]
+	pin    atomic.Value // string: pinID, for the beacons
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -70,7 +71,7 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	defer func() { w.stopConsume() }()
 	w.setStatus(DatasetDeciding, "", "")
-	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
+	c.setGauge(c.metrics.head, w.ds, float64(w.st.headVersion()))
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
 	idle := newIdleTimer(c.cfg.IdleEvict)
 	defer idle.stop()
@@ -251,6 +252,11 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		redelivered = redelivered || md.NumDelivered > 1
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
 			pinChanged, w.pinID = w.pinID != "", pin
+			w.pin.Store(pin)
+			select {
+			case c.pinKick <- struct{}{}:
+			default:
+			}
 		}
 		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
 			lostDelivery = true
@@ -258,7 +264,8 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		w.lastCseq = md.Sequence.Consumer
 		pending = md.NumPending
 	}
-	c.metrics.pending.WithLabelValues(w.ds).Set(float64(pending))
+	c.setGauge(c.metrics.pending, w.ds, float64(pending))
+	c.owned.delivered(w.ds, time.Now())
 	// Deciding skips (acks without a decision) every message at or below
 	// the highest staging sequence decided so far, so a batch must be
 	// decided in stream order and must not skip over an undecided message
@@ -290,10 +297,10 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		case errors.Is(err, errCheckpointBehind):
 			c.log.Warn("batch held back until a checkpoint is written", "dataset", w.ds, "attempt", attempt, "err", err)
 		case errors.Is(err, ErrFenced):
-			c.metrics.fencing.WithLabelValues(w.ds).Inc()
+			c.metrics.fencing.WithLabelValues(c.dsLabel(w.ds)).Inc()
 			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
 		default:
-			c.metrics.appendErr.WithLabelValues(w.ds).Inc()
+			c.metrics.appendErr.WithLabelValues(c.dsLabel(w.ds)).Inc()
 			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
 		}
 		if err := w.catchUp(ctx); err != nil {
@@ -417,14 +424,14 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		}
 		now := time.Now()
 		for j, r := range recs {
-			c.metrics.decisions.WithLabelValues(w.ds, outcomeLabel(r), reasonLabel(r)).Inc()
+			c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
 			c.metrics.latency.Observe(now.Sub(stamps[idx[j]]).Seconds())
 			if r.ReadVersion > 0 {
 				c.metrics.readLag.Observe(float64(verdicts[j].lag))
 			}
 		}
 		c.metrics.batch.Observe(float64(len(recs)))
-		c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+		c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
 	}
 	for i, msg := range batch {
 		_ = msg.Ack()
@@ -446,6 +453,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	return nil
 }
 
+// appendTimeout bounds one append. An append answered late is no harm
+// (its outcome is read back from the log and the batch retried, fenced),
+// but a request lost with a killed stream leader is never answered: the
+// dataset would stall for this long. A healthy R3 append takes
+// milliseconds.
+const appendTimeout = 1500 * time.Millisecond
+
 // append appends recs fenced on expect. Batches of at least
 // AtomicBatchMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
@@ -456,13 +470,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.Decision) ([]uint64, error) {
 	c := w.c
 	if len(recs) >= c.cfg.AtomicBatchMin {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.Append(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {
@@ -494,7 +508,7 @@ func (w *worker) ackDecided(batch []jetstream.Msg, ins []staged, nak bool) {
 
 // catchUp folds the log records appended since the state's last one.
 func (w *worker) catchUp(ctx context.Context) error {
-	w.c.metrics.resyncs.WithLabelValues(w.ds).Inc()
+	w.c.metrics.resyncs.WithLabelValues(w.c.dsLabel(w.ds)).Inc()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st := w.st
@@ -507,7 +521,7 @@ func (w *worker) catchUp(ctx context.Context) error {
 		return err
 	}
 	w.cursor = max(w.cursor, st.lastTxnSeq)
-	w.c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+	w.c.setGauge(w.c.metrics.head, w.ds, float64(st.headVersion()))
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"cellguard/committer"
+	"cellguard/internal/natsconn"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -38,7 +39,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	policy := fs.String("deletion-policy", "protected-rows", "precondition deletion policy: protected-rows, strict or ignore")
 	pinnedTTL := fs.Duration("pinned-ttl", 12*time.Second, "how long a silent committer keeps a dataset's pin")
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
+	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
+	metricsDatasets := fs.Int("metrics-datasets", 200, "datasets exported with their own metric label; the rest are summed under dataset=\"_other\" (-1: all)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
 	mem := memoryFlags(fs)
 	// Publishing (issue 10): see publish.go.
@@ -64,6 +67,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		url = srv.ClientURL()
 		*takeover = true
 		cf.url = url
+		cf.creds = srv.creds("committer")
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {
@@ -72,11 +76,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer nc.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	cfg := committer.Config{
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
-		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		TakeoverAfter: *takeoverAfter,
 	}
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
@@ -103,14 +108,46 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
 		defer stopPublishing()
 	}
-	log.Info("serving", "nats", url)
-	err = c.Run(ctx)
+	log.Info("serving", "nats", natsconn.Redact(url))
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	err = awaitRun(ctx, done, log)
 	if err == nil {
 		// Graceful: Run finished the batches in hand; make sure the acks left.
-		_ = nc.FlushTimeout(5 * time.Second)
+		_ = nc.FlushTimeout(flushGrace)
 	}
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// Shutdown budget: serve exits within 2 s of SIGTERM in any state. Run
+// gets runGrace to finish the batches in hand; the acks get flushGrace;
+// main's watchdog ends the process at 2 s whatever is left.
+const (
+	runGrace   = 1200 * time.Millisecond
+	flushGrace = 300 * time.Millisecond
+)
+
+// awaitRun waits for Run's result; once ctx is done it waits at most
+// runGrace. Work still in hand then (a long load, a catch-up, a retry)
+// is abandoned: nothing unacked is lost, it is redelivered to the next
+// committer, and the fenced log keeps a decision from being made twice,
+// exactly as after a crash.
+func awaitRun(ctx context.Context, done <-chan error, log *slog.Logger) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(runGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		log.Warn("stopping without waiting for the work in hand; it will be redelivered", "grace", runGrace)
+		return nil
+	}
 }
 
 func serveHTTP(addr string, c *committer.Committer, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
@@ -142,8 +179,10 @@ func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line passes the redactor: no URL password or nkey seed is logged,
+	// whichever package produced the message.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(natsconn.RedactingHandler(slog.NewJSONHandler(w, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return slog.New(natsconn.RedactingHandler(slog.NewTextHandler(w, opts))), nil
 }
