@@ -103,6 +103,29 @@ type evaluation struct {
 	sameSchema bool
 	bases      int8 // base paths equal in both manifests: 0 unknown, 1 yes, -1 no
 	out        []Violation
+	files      [2]fragFiles // the last fragments' decoded data files
+	filesNext  int
+}
+
+// fragFiles is a fragment's data files, decoded once for all the fields
+// an evaluation compares in it (table.Fragment decodes on every call).
+type fragFiles struct {
+	f     *table.Fragment
+	files []*lancepb.DataFile
+}
+
+// filesOf returns f's data files, remembering the two most recent
+// fragments: the pinned and head forms of the fragment being judged.
+func (ev *evaluation) filesOf(f *table.Fragment) []*lancepb.DataFile {
+	for _, c := range ev.files {
+		if c.f == f {
+			return c.files
+		}
+	}
+	files := f.Files()
+	ev.files[ev.filesNext] = fragFiles{f: f, files: files}
+	ev.filesNext = (ev.filesNext + 1) % len(ev.files)
+	return files
 }
 
 // sameBases reports whether both manifests define the same base paths, so
@@ -411,8 +434,8 @@ func (it *slotIter) next() (slot, bool) {
 // counts, in file order, so even a manifest that lists a field twice is
 // judged by everything a reader might use.
 func (ev *evaluation) base(fp, fh *table.Fragment, f, g int32) finding {
-	a := slotIter{files: fp.Files(), g: g}
-	b := slotIter{files: fh.Files(), g: g}
+	a := slotIter{files: ev.filesOf(fp), g: g}
+	b := slotIter{files: ev.filesOf(fh), g: g}
 	for {
 		sa, okA := a.next()
 		sb, okB := b.next()

@@ -1,9 +1,6 @@
 package table
 
 import (
-	"hash/maphash"
-	"sync/atomic"
-
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
@@ -19,9 +16,11 @@ const Tombstone int32 = -2
 // a decoded DataFragment (message, data file, slices) costs several times
 // its wire form. So a Fragment keeps the wire form and the few numbers the
 // fragment structures and row arithmetic need, and decodes the rest on
-// access (Proto, Files, Overlays, DeletionFile, Locate), keeping the latest
-// decoded ones in a small shared cache. Deciding decodes only the fragments
-// a transaction or precondition names, never a whole manifest. A message
+// access (Proto, Files, Overlays, DeletionFile, Locate; the last two only
+// when the fragment has overlays or a deletion file). Deciding decodes only
+// the fragments a transaction or precondition names, never a whole
+// manifest; a caller asking one fragment many questions should keep what
+// it decoded. A message
 // that cannot be encoded (a string that is not UTF-8) is kept decoded.
 type Fragment struct {
 	id      uint64
@@ -95,38 +94,18 @@ func (f *Fragment) ID() uint64 { return f.id }
 // PhysicalRows returns the number of rows, deleted ones included.
 func (f *Fragment) PhysicalRows() uint64 { return f.rows }
 
-// Proto returns the fragment as a message. Callers must not modify it: it
-// may be shared with other callers (see decodedCache).
+// Proto returns the fragment as a message, decoded for this call (or the
+// wrapped one, when kept decoded). Callers must not modify it.
 func (f *Fragment) Proto() *lancepb.DataFragment {
 	if f.pb != nil {
 		return f.pb
-	}
-	slot := &decodedCache[maphash.Comparable(decodedSeed, f)%decodedSlots]
-	if d := slot.Load(); d != nil && d.f == f {
-		return d.pb
 	}
 	pb := &lancepb.DataFragment{}
 	if err := proto.Unmarshal(f.enc, pb); err != nil {
 		// enc came from Marshal of a valid message; this cannot happen.
 		panic("table: fragment wire form does not decode: " + err.Error())
 	}
-	slot.Store(&decoded{f: f, pb: pb})
 	return pb
-}
-
-// decodedCache keeps the most recently decoded fragments, one per slot of
-// a direct-mapped table shared by all manifests, so that an evaluation
-// asking a fragment for several fields (each a Locate) decodes it once.
-// It holds at most decodedSlots fragments alive (about 1 MiB).
-var decodedCache [decodedSlots]atomic.Pointer[decoded]
-
-const decodedSlots = 2048
-
-var decodedSeed = maphash.MakeSeed()
-
-type decoded struct {
-	f  *Fragment
-	pb *lancepb.DataFragment
 }
 
 // EncodedSize returns the bytes the fragment keeps resident for its
@@ -141,11 +120,23 @@ func (f *Fragment) EncodedSize() int {
 // Files returns the data files. Callers must not modify them.
 func (f *Fragment) Files() []*lancepb.DataFile { return f.Proto().GetFiles() }
 
-// Overlays returns the overlay files, oldest first.
-func (f *Fragment) Overlays() []*lancepb.DataOverlayFile { return f.Proto().GetOverlays() }
+// Overlays returns the overlay files, oldest first. Most fragments have
+// none; asking them decodes nothing.
+func (f *Fragment) Overlays() []*lancepb.DataOverlayFile {
+	if f.has&hasOverlays == 0 {
+		return nil
+	}
+	return f.Proto().GetOverlays()
+}
 
 // DeletionFile returns the deletion file, or nil when no row is deleted.
-func (f *Fragment) DeletionFile() *lancepb.DeletionFile { return f.Proto().GetDeletionFile() }
+// Asking a fragment without one decodes nothing.
+func (f *Fragment) DeletionFile() *lancepb.DeletionFile {
+	if f.has&hasDeletion == 0 {
+		return nil
+	}
+	return f.Proto().GetDeletionFile()
+}
 
 // Location is where a field's base values live inside a fragment.
 type Location struct {

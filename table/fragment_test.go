@@ -59,9 +59,8 @@ func TestFragmentNotEncodable(t *testing.T) {
 	}
 }
 
-// TestFragmentDecodeConcurrent: many goroutines decoding more fragments
-// than the decoded cache has slots each get their own fragment's content.
-// Run with -race.
+// TestFragmentDecodeConcurrent: goroutines decoding shared fragments at
+// once each get their own fragment's content. Run with -race.
 func TestFragmentDecodeConcurrent(t *testing.T) {
 	const n = 5000
 	frags := make([]*table.Fragment, n)
