@@ -89,4 +89,3 @@ func TestManifestDiffNamesFields(t *testing.T) {
 }
 
 func fragName(id uint64) string { return fmt.Sprintf("fragments[id=%d]", id) }
-
