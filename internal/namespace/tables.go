@@ -2,7 +2,6 @@ package namespace
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"path/filepath"
