@@ -76,6 +76,9 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	// A transaction already decided gets its decision back: a client
 	// retrying after a lost answer re-sends the same uuid (at the next
 	// version, having taken its own commit for a concurrent one).
+	if e := t.refusal(st.txn.GetUuid()); e != nil {
+		return nil, e
+	}
 	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
 		return nil, internal(err)
 	} else if found {
@@ -101,6 +104,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, invalid("version %d is ahead of table %q: the next version is %d", v, ds, hv+1)
 	}
 	if e := s.verify(ctx, t, ds, h, exists, st); e != nil {
+		t.refuse(st.txn.GetUuid(), e)
 		return nil, e
 	}
 	rec, e := s.stageAndAwait(ctx, ds, st)

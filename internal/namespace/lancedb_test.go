@@ -1,14 +1,17 @@
 package namespace_test
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"cellguard/internal/lancedbtest"
+	"cellguard/table"
 )
 
 //go:embed testdata/lifecycle.mjs
@@ -75,4 +78,131 @@ func js(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+//go:embed testdata/add.mjs
+var addJS string
+
+type addOut struct {
+	Errors         []*string `json:"errors"`
+	HandleCounts   []int     `json:"handleCounts"`
+	HandleVersions []int     `json:"handleVersions"`
+	Count    int       `json:"count"`
+	Versions []uint64  `json:"versions"`
+	IDs      []int     `json:"ids"`
+}
+
+// TestLanceDBConcurrentWriters: two LanceDB writers append concurrently;
+// each conflict is a 409 the client rebases on, both succeed, versions
+// are contiguous and no row is lost.
+func TestLanceDBConcurrentWriters(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var out addOut
+	in := map[string]any{"uri": e.url, "table": "c", "create": true, "writers": [][]int{{1, 2, 3, 4}, {11, 12, 13, 14}}}
+	lancedbtest.Run(t, lancedbtest.Prelude+addJS, in, &out)
+	for i, err := range out.Errors {
+		if err != nil {
+			t.Errorf("writer %d: %s", i, *err)
+		}
+	}
+	if want := []int{0, 1, 2, 3, 4, 11, 12, 13, 14}; js(t, out.IDs) != js(t, want) || out.Count != len(want) {
+		t.Errorf("rows %v (count %d), want %v", out.IDs, out.Count, want)
+	}
+	if len(out.Versions) != 9 {
+		t.Errorf("versions %v, want 9", out.Versions)
+	}
+	e.checkLog(t, "c", 9)
+	t.Logf("409 answers: %v", testutil.ToFloat64(e.ns.Requests("version_create", 409)))
+}
+
+// TestLanceDBLostAnswer: the namespace commits an append but its 200 is
+// lost (the client sees a 500). The client retries the same transaction
+// (same uuid, next version, having taken its own commit for a concurrent
+// one) and gets the decision back: the rows are committed once.
+//
+// Observed (Lance 8): the client accepts the answer but keeps its own
+// rebased manifest (the rows twice, at the version it proposed) as the
+// handle's state; see docs/design.md. Storage and the log hold the rows
+// once, and a fresh handle reads them once.
+func TestLanceDBLostAnswer(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := newProxy(t, e.url)
+	lost := 0
+	p.onAnswer = func(status int, body []byte) (int, []byte) {
+		if status == 200 && strings.Contains(string(body), `"version":2,`) && lost == 0 {
+			lost++
+			return 500, []byte(`{"error":"lost","code":18}`)
+		}
+		return status, body
+	}
+	var out addOut
+	in := map[string]any{"uri": p.url, "table": "l", "create": true, "writers": [][]int{{1}}, "timeoutMs": 60000}
+	lancedbtest.Run(t, lancedbtest.Prelude+addJS, in, &out)
+	for _, a := range p.seen() {
+		t.Logf("version/create v%v → %d %s", a.req["version"], a.status, a.body)
+	}
+	if out.Errors[0] != nil {
+		t.Fatalf("writer: %s", *out.Errors[0])
+	}
+	if lost != 1 {
+		t.Fatal("no answer was lost")
+	}
+	if want := []int{0, 1}; js(t, out.IDs) != js(t, want) {
+		t.Errorf("rows %v, want %v (a row committed twice?)", out.IDs, want)
+	}
+	e.checkLog(t, "l", 2)
+	t.Logf("the writer's handle believes: version %v, %v rows", out.HandleVersions, out.HandleCounts)
+}
+
+// TestLanceDBTamperedManifest: the staged manifest is changed between
+// staging and version/create. The namespace refuses it naming the
+// differing fields, stages nothing, and answers the client's retries of
+// the same transaction the same way.
+func TestLanceDBTamperedManifest(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := newProxy(t, e.url)
+	tampered := 0
+	p.onCreate = func(req map[string]any) map[string]any {
+		if v, _ := req["version"].(float64); v == 2 && tampered == 0 {
+			tampered++
+			return tamperManifest(t, req, func(f *table.ManifestFile) {
+				frags := f.Manifest.GetFragments()
+				frags[len(frags)-1].PhysicalRows += 1000 // claims rows its file lacks
+			})
+		}
+		return req
+	}
+	var out addOut
+	in := map[string]any{"uri": p.url, "table": "m", "create": true, "writers": [][]int{{1}}, "timeoutMs": 15000}
+	lancedbtest.Run(t, lancedbtest.Prelude+addJS, in, &out)
+	seen := p.seen()
+	if tampered != 1 || len(seen) < 2 {
+		t.Fatalf("tampered %d, %d version/create calls", tampered, len(seen))
+	}
+	first := seen[1]
+	var body struct {
+		Error  string `json:"error"`
+		Code   int    `json:"code"`
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(first.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("refusal: %d %s; %d calls, client error %v", first.status, first.body, len(seen), out.Errors[0])
+	if first.status != 400 || body.Code != 13 || !strings.Contains(body.Error, "MANIFEST_MISMATCH") ||
+		!strings.Contains(body.Detail, "fragments[id=1]") || strings.Contains(body.Detail, "timestamp") {
+		t.Errorf("refusal %d %s, want 400, code 13, MANIFEST_MISMATCH naming fragments[id=1] only", first.status, first.body)
+	}
+	for _, a := range seen[2:] {
+		if a.status != first.status || !bytes.Equal(a.body, first.body) {
+			t.Errorf("retry answered %d %s, want the first refusal", a.status, a.body)
+		}
+	}
+	if out.Errors[0] == nil {
+		t.Error("the add succeeded")
+	}
+	if js(t, out.IDs) != js(t, []int{0}) {
+		t.Errorf("rows %v, want [0]", out.IDs)
+	}
+	e.checkLog(t, "m", 1)
 }
