@@ -87,9 +87,9 @@ type addOut struct {
 	Errors         []*string `json:"errors"`
 	HandleCounts   []int     `json:"handleCounts"`
 	HandleVersions []int     `json:"handleVersions"`
-	Count    int       `json:"count"`
-	Versions []uint64  `json:"versions"`
-	IDs      []int     `json:"ids"`
+	Count          int       `json:"count"`
+	Versions       []uint64  `json:"versions"`
+	IDs            []int     `json:"ids"`
 }
 
 // TestLanceDBConcurrentWriters: two LanceDB writers append concurrently;

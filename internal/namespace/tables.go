@@ -383,4 +383,3 @@ func (s *Server) createNamespace(_ context.Context, r *http.Request) (any, *Erro
 func (s *Server) dropNamespace(_ context.Context, r *http.Request) (any, *Error) {
 	return nil, errorf(http.StatusNotAcceptable, CodeUnsupported, "dropping namespaces is not supported")
 }
-
