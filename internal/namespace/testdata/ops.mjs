@@ -17,7 +17,7 @@ for (const o of input.ops) {
       case "open": tbl = await bounded(db.openTable(input.table)); break;
       case "add": await bounded(tbl.add(o.rows)); break;
       case "update": await bounded(tbl.update({ where: o.where, values: o.values })); break;
-      case "optimize": await bounded(tbl.optimize({ cleanupOlderThan: new Date(Date.now() + 1000) })); break;
+      case "optimize": await bounded(tbl.optimize({ cleanupOlderThan: new Date(Date.now() + 1000), deleteUnverified: true })); break;
       case "checkout": await bounded(tbl.checkout(o.version)); break;
       case "names": results.push({ names: await bounded(db.tableNames()) }); continue;
     }
