@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -244,22 +243,16 @@ func equalID(a, b []string) bool {
 	return true
 }
 
-// Serve listens on addr and serves s until ctx ends; it returns the
-// bound address through ready (useful with port 0) before serving.
-func Serve(ctx context.Context, addr string, s *Server, ready func(net.Addr)) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("namespace: listen %s: %w", addr, err)
-	}
+// Serve serves s on ln until ctx ends, then shuts down gracefully
+// (waiting at most 10s for requests in flight). Every connection is
+// bounded in time: headers, bodies, answers and idle keep-alives.
+func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      s.cfg.CommitTimeout + time.Minute,
 		IdleTimeout:       2 * time.Minute,
-	}
-	if ready != nil {
-		ready(ln.Addr())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
