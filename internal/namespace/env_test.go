@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/committer"
+	"cellguard/events"
 	"cellguard/internal/declog"
 	"cellguard/internal/namespace"
 	"cellguard/internal/natstest"
@@ -152,6 +153,58 @@ func (e *env) checkLog(t *testing.T, ds string, head uint64) {
 		}
 		if f.Transaction.GetUuid() != r.TxnID {
 			t.Errorf("version %d in storage has txn %s, the log committed %s", v, f.Transaction.GetUuid(), r.TxnID)
+		}
+	}
+}
+
+// committedMetric reads the committer's count of committed decisions on ds.
+func (e *env) committedMetric(t *testing.T, ds string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cellguard_committer_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["dataset"] == ds && labels["outcome"] == "committed" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// checkEvents follows ds with an events.Subscriber and expects versions
+// 1..head in order.
+func (e *env) checkEvents(t *testing.T, ds string, head uint64) {
+	t.Helper()
+	sub, err := events.NewSubscriber(e.pc.Conn(), events.Config{Dataset: ds, From: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var got []uint64
+	err = sub.Run(ctx, func(_ context.Context, c *events.Committed) error {
+		got = append(got, c.Version)
+		if c.Version == head {
+			cancel()
+		}
+		return nil
+	})
+	if uint64(len(got)) != head {
+		t.Fatalf("events: versions %v (%v), want 1..%d", got, err, head)
+	}
+	for i, v := range got {
+		if v != uint64(i+1) {
+			t.Fatalf("events: versions %v, want 1..%d", got, head)
 		}
 	}
 }

@@ -69,6 +69,12 @@ func TestLanceDBLifecycle(t *testing.T) {
 		t.Errorf("%v version/create answered 200, want 5", n)
 	}
 	e.checkLog(t, "t1", 5)
+	// … and they are decisions like any other: counted by the committer
+	// and delivered to event subscribers.
+	if n := e.committedMetric(t, "t1"); n != 5 {
+		t.Errorf("cellguard_committer_decisions_total{dataset=t1,committed} = %v, want 5", n)
+	}
+	e.checkEvents(t, "t1", 5)
 }
 
 func js(t *testing.T, v any) string {
