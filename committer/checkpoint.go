@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -57,7 +58,34 @@ func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Man
 		return err
 	}
 	c.addCheckpoint(ds, m.Version())
+	c.pruneCheckpoints(ctx, ds)
 	return nil
+}
+
+// pruneCheckpoints deletes the checkpoints of ds beyond the newest
+// KeepCheckpoints. It runs after a new checkpoint was written, so the
+// newest trusted one is never among those deleted; a failed delete is
+// logged and retried after the next checkpoint.
+func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
+	keep := c.cfg.KeepCheckpoints
+	c.mu.Lock()
+	vs := c.cps[ds]
+	var old []uint64
+	if keep > 0 && len(vs) > keep {
+		old = slices.Clone(vs[:len(vs)-keep])
+	}
+	c.mu.Unlock()
+	for _, v := range old {
+		if err := c.dl.DeleteCheckpoint(ctx, ds, v); err != nil {
+			c.log.Warn("prune checkpoint", "dataset", ds, "version", v, "err", err)
+			return
+		}
+		c.mu.Lock()
+		if i, found := slices.BinarySearch(c.cps[ds], v); found {
+			c.cps[ds] = slices.Delete(c.cps[ds], i, i+1)
+		}
+		c.mu.Unlock()
+	}
 }
 
 // loadState fills st from the log: a headers-only pass indexes every
@@ -66,22 +94,30 @@ func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Man
 // committed records after it.
 func (c *Committer) loadState(ctx context.Context, st *state) error {
 	from := uint64(1)
+	adopted := false // the log starts with an adoption record (adopt.go)
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
 		if r.Committed() {
-			if want := uint64(len(st.versionSeq)) + 1; r.Version != want {
-				return fmt.Errorf("committer: log of %s: record %d has version %d, want %d", st.ds, r.Seq, r.Version, want)
+			top := st.versionSeq.top()
+			if top == 0 && r.Version > 1 {
+				adopted = c.adoption(ctx, r)
 			}
-			st.versionSeq = append(st.versionSeq, r.Seq)
+			if top == 0 && r.Version > 1 && (adopted || c.decRetain() > 0) {
+				st.versionSeq.start(r.Version) // retention dropped the versions before, or an adopted table's are not in the log
+			} else if want := top + 1; r.Version != want {
+				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.ds, r.Seq, r.Version, want)
+			}
+			st.versionSeq.push(r.Seq)
 		}
-		st.decided.add(r.TxnID)
-		st.lastDecSeq = r.Seq
-		st.lastTxnSeq = max(st.lastTxnSeq, r.TxnSeq)
+		st.noteLogged(r)
 		return nil
 	})
 	if err != nil {
+		return untrusted(err)
+	}
+	if err := c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
-	top := uint64(len(st.versionSeq))
+	top := st.versionSeq.top()
 	if top == 0 {
 		return nil
 	}
@@ -91,45 +127,103 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 		if err != nil {
 			c.log.Warn("unusable checkpoint; replaying from the start", "dataset", st.ds, "version", v, "err", err)
 		} else {
-			st.head = cp.Manifest
+			st.setBase(cp.Manifest)
 			from = cp.DecSeq + 1
 		}
+	}
+	if first := st.versionSeq.first; first > 1 && st.headVersion() < first && !adopted {
+		return fmt.Errorf("%w: log of %s begins at version %d (retention), and no trusted checkpoint at or after it: the state cannot be rebuilt",
+			errUntrustedLog, st.ds, first)
 	}
 	if st.headVersion() == top {
 		return nil
 	}
 	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error { return st.advance(ctx, r) })
 	if err != nil {
-		return err
+		return untrusted(err)
 	}
 	if st.headVersion() != top {
-		return fmt.Errorf("committer: log of %s: replay reached version %d, index has %d", st.ds, st.headVersion(), top)
+		return fmt.Errorf("%w: log of %s: replay reached version %d, index has %d", errUntrustedLog, st.ds, st.headVersion(), top)
 	}
 	return nil
 }
 
-// logHistory reads versions older than the state's window from the
-// checkpoint store and the log. It keeps the last manifest it built, so
-// pinning many transactions to one old version costs one replay.
-type logHistory struct {
-	c      *Committer
-	st     *state
-	cached *table.Manifest
-	txns   map[uint64]*lancepb.Transaction // committed transactions read from the log, bounded
+// untrusted marks errors that come from the log's content, not from
+// reading it: a malformed record, or one that does not replay.
+func untrusted(err error) error {
+	if errors.Is(err, declog.ErrMalformedRecord) || errors.Is(err, errReplay) {
+		return fmt.Errorf("%w: %w", errUntrustedLog, err)
+	}
+	return err
 }
 
-// maxCachedTxns bounds logHistory's transaction cache.
-const maxCachedTxns = 4096
+// checkStagedSeq compares the staging sequences the log claims with
+// CG_TXN's last sequence, read now (after the log).
+func (c *Committer) checkStagedSeq(ctx context.Context, st *state) error {
+	if st.lastTxnSeq == 0 {
+		return nil
+	}
+	var last uint64
+	err := retry.Do(ctx, logAttempts, logRetry, func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, logRequestTimeout)
+		defer cancel()
+		info, err := c.txn.Info(rctx)
+		if err != nil {
+			return fmt.Errorf("committer: staging stream info: %w", err)
+		}
+		last = info.State.LastSeq
+		return nil
+	}, func(error) bool { return ctx.Err() == nil })
+	if err != nil {
+		return err
+	}
+	return st.checkStagedSeq(last)
+}
+
+// logHistory reads versions older than the state's window from the
+// checkpoint store and the log. It keeps the last manifest it built, so
+// pinning many transactions to one old version costs one replay, and a
+// later version replays forward from it.
+//
+// Its work is bounded while deciding: a manifest is rebuilt from the
+// nearest checkpoint (or the cached manifest) by replaying at most
+// maxReplay versions; a version further from any is reported not found
+// (READ_VERSION_TOO_OLD) rather than replayed for minutes. Replaying the
+// log (loading, catching up) is not bounded: a committed record must
+// replay, whatever it costs. Transactions read from the log are
+// cached up to maxCachedTxnBytes.
+type logHistory struct {
+	c         *Committer
+	st        *state
+	cached    *table.Manifest
+	txns      map[uint64]*lancepb.Transaction // committed transactions read from the log
+	txnBytes  int                             // encoded size of txns
+	maxReplay uint64                          // 0: unbounded
+}
+
+// maxReplay is how many versions deciding may replay to pin an old read
+// version: two checkpoint intervals (0, unbounded, without checkpoints).
+func (c *Committer) maxReplay() uint64 {
+	if c.cfg.CheckpointEvery <= 0 {
+		return 0
+	}
+	return 2 * uint64(c.cfg.CheckpointEvery)
+}
+
+// maxCachedTxnBytes bounds logHistory's transaction cache per dataset.
+const maxCachedTxnBytes = 256 << 10
 
 func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st
-	if v == 0 || v > uint64(len(st.versionSeq)) || st.versionSeq[v-1] == 0 {
+	seq, ok := st.versionSeq.at(v)
+	if !ok {
 		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
 	}
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	r, err := h.c.record(ctx, st.versionSeq[v-1])
+	h.c.metrics.historyReads.WithLabelValues(st.ds).Inc()
+	r, err := h.c.record(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
 	}
@@ -140,10 +234,12 @@ func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transact
 	if err != nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, err)
 	}
-	if h.txns == nil || len(h.txns) >= maxCachedTxns {
-		h.txns = map[uint64]*lancepb.Transaction{}
+	n := len(r.Decision.GetTransaction())
+	if h.txns == nil || h.txnBytes+n > maxCachedTxnBytes {
+		h.txns, h.txnBytes = map[uint64]*lancepb.Transaction{}, 0
 	}
 	h.txns[v] = txn
+	h.txnBytes += n
 	return txn, nil
 }
 
@@ -152,19 +248,19 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 	if h.cached != nil && h.cached.Version() == v {
 		return h.cached, nil
 	}
-	if v == 0 || v > uint64(len(st.versionSeq)) {
+	if v == 0 || v > st.versionSeq.top() {
 		return nil, fmt.Errorf("manifest %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
 	}
-	var m *table.Manifest
-	from := uint64(1)
-	if cv, ok := h.c.latestCheckpoint(st.ds, v); ok {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cp, err := h.c.dl.ReadCheckpoint(cctx, st.ds, cv)
-		cancel()
-		if err == nil {
-			m, from = cp.Manifest, cv+1
-		}
+	m := h.base(ctx, v)
+	var from uint64 = 1
+	if m != nil {
+		from = m.Version() + 1
 	}
+	if h.maxReplay > 0 && h.st.deciding && v+1-from > h.maxReplay {
+		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
+			st.ds, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
+	}
+	h.c.metrics.historyLoads.WithLabelValues(st.ds).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := h.Committed(ctx, u)
 		if err != nil {
@@ -178,6 +274,56 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 	}
 	h.cached = m
 	return m, nil
+}
+
+// base returns the manifest to replay version v from: the cached one or
+// the newest checkpoint at or before v, whichever is closer; nil to
+// replay from the start.
+func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
+	var m *table.Manifest
+	if h.cached != nil && h.cached.Version() < v {
+		m = h.cached
+	}
+	cv, ok := h.c.latestCheckpoint(h.st.ds, v)
+	if !ok || m != nil && m.Version() >= cv {
+		return m
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.ds, cv)
+	if err != nil {
+		return m
+	}
+	return cp.Manifest
+}
+
+// errCheckpointBehind reports a batch held back because appending it
+// would let the decision log's retention drop records newer than the
+// dataset's newest checkpoint: the state could no longer be rebuilt. A
+// checkpoint of the head is requested; the batch is retried after it.
+var errCheckpointBehind = errors.New("committer: checkpoint too far behind the log's retention")
+
+// checkRetention holds back a batch that would commit versions up to
+// top when the log keeps only the newest decRetain committed records of
+// the dataset: the newest checkpoint's record, from which the state is
+// rebuilt, must stay among them (version 1 while there is none). It
+// requests a checkpoint of the head before the batch (m.head).
+func (w *worker) checkRetention(m mark, top uint64) error {
+	limit := w.c.decRetain()
+	if limit == 0 || top == m.versions {
+		return nil
+	}
+	cpv, _ := w.c.latestCheckpoint(w.ds, top)
+	if top < cpv+limit {
+		return nil
+	}
+	if prev := m.head; prev != nil {
+		if seq, ok := w.st.versionSeq.at(prev.Version()); ok {
+			w.cp.offer(cpReq{m: prev, decSeq: seq, txnSeq: m.lastTxnSeq})
+		}
+	}
+	return fmt.Errorf("%w: %s: version %d would leave checkpoint %d out of the %d records kept; waiting for a checkpoint",
+		errCheckpointBehind, w.ds, top, cpv, limit)
 }
 
 // checkpointer writes checkpoints in the background, newest first: while
@@ -254,5 +400,6 @@ func (w *worker) maybeCheckpoint(prev *table.Manifest) {
 	if now/uint64(k) == before/uint64(k) {
 		return
 	}
-	w.cp.offer(cpReq{m: w.st.head, decSeq: w.st.versionSeq[now-1], txnSeq: w.st.lastTxnSeq})
+	seq, _ := w.st.versionSeq.at(now)
+	w.cp.offer(cpReq{m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq})
 }

@@ -36,7 +36,7 @@ type Committer struct {
 	obj     jetstream.ObjectStore
 	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
-	dvRoot  *fsDeletionsRoot
+	dvLocs  deletionStores // dataset locations, opened on first use
 	policy  evaluator.DeletionPolicy
 
 	ready   atomic.Bool
@@ -68,9 +68,6 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
-	if cfg.DatasetRoot != "" {
-		c.dvRoot = newFSDeletions(cfg.DatasetRoot)
-	}
 	return c, nil
 }
 
@@ -121,6 +118,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
+	c.dvLocs.close()
 	return runErr
 }
 

@@ -70,9 +70,37 @@ type Config struct {
 	// Datasets restricts the committer to these datasets (default: all).
 	Datasets []string
 
-	// Window is how many recent manifests are kept in memory to pin read
-	// versions (default 256).
+	// Window is how many recent manifests and transactions are kept in
+	// memory to pin read versions and check conflicts (default 256).
 	Window int
+	// WindowBytes bounds the approximate memory the window's manifests keep
+	// alive, per dataset; the oldest are dropped first, their transactions
+	// kept (default 96 KiB: a dozen or so versions of a table changing a
+	// few fragments each). A read version whose manifest is dropped is
+	// pinned from a checkpoint and the log when it must be landed.
+	WindowBytes int
+	// DecisionsPerSubject is the decision log's retention: the stream keeps
+	// the newest DecisionsPerSubject records of each dataset's committed
+	// subject and of its rejected subject, and drops older ones (the
+	// stream's MaxMsgsPerSubject). The committer never lets it drop a
+	// record newer than the dataset's newest checkpoint: before appending
+	// a batch that would, it waits for a checkpoint of its head. It must
+	// exceed MaxReadLag, so a committed transaction whose record is gone
+	// is too old to commit again if it is ever re-staged, and leave room
+	// for two checkpoint intervals and a batch. Default 2×MaxReadLag
+	// (200,000); negative keeps everything (with checkpoints disabled it
+	// must). Exactly-once per transaction id holds for ids whose decision
+	// is retained or within the Duplicates window.
+	DecisionsPerSubject int64
+	// IdleEvict drops a dataset's in-memory state after this long without
+	// a staged message; the next message reloads it from the checkpoint
+	// and the log (default 5 min; negative never).
+	IdleEvict time.Duration
+	// KeepCheckpoints is how many checkpoints are kept per dataset; older
+	// ones are deleted after each new one is written (default 10). Read
+	// versions older than the oldest kept checkpoint (and out of memory)
+	// are rejected READ_VERSION_TOO_OLD.
+	KeepCheckpoints int
 	// CheckpointEvery is K: a checkpoint is written every K versions
 	// (default 1000; 0 means default, negative disables).
 	CheckpointEvery int
@@ -80,13 +108,36 @@ type Config struct {
 	// rejected with READ_VERSION_TOO_OLD (default 0: every version in the log).
 	RetainVersions uint64
 	// MaxReadLag: read versions more than this behind head are rejected with
-	// READ_VERSION_TOO_OLD, bounding conflict checks (default 100000).
+	// READ_VERSION_TOO_OLD before anything else is checked (default 100000).
 	MaxReadLag uint64
+	// MaxRebaseLag: a transaction whose preconditions hold but that read
+	// more than this many versions behind head is rejected with
+	// READ_VERSION_TOO_OLD (retryable: re-read and retry) instead of being
+	// checked for conflicts and rebased over every version since, which
+	// reads each of those transactions (from the log, outside Window).
+	// Default: the largest of CheckpointEvery, Window and 1,000: landing
+	// reads at most that many transactions (from memory or, once, from the
+	// log into a cache) and pins from a checkpoint at most two intervals
+	// back.
+	// Preconditions are evaluated at any lag up to MaxReadLag through the
+	// change index, whatever MaxRebaseLag is.
+	MaxRebaseLag uint64
+	// IndexBytes bounds each dataset's change index, which lets stale
+	// reads be evaluated and blamed without rebuilding old versions
+	// (default 128 KiB: about a thousand appends of history; 1,000
+	// datasets hold at most 128 MiB of it). A read older than what the
+	// index covers is pinned from the checkpoint before it and the log.
+	IndexBytes int
 
 	// DatasetRoot, when set, is a directory holding each dataset's Lance
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
 	// there and the deletion files a rebase produces are written there.
 	DatasetRoot string
+	// LanceRoot, when set, publishes datasets created without a location
+	// of their own: their location, recorded on the creating record, is
+	// <LanceRoot>/<dataset>.lance (a path or a gocloud.dev/blob URL).
+	// Datasets then serve Lance 8 readers unless created otherwise.
+	LanceRoot string
 	// DeletionPolicy is the precondition policy for deletions:
 	// "protected-rows" (default), "strict" or "ignore".
 	DeletionPolicy string
@@ -108,6 +159,12 @@ const (
 	StepAcked      Step = "acked"       // every staged message of the batch acked
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
+
+// minRebaseLag is the smallest default MaxRebaseLag.
+const minRebaseLag = 1000
+
+// DefaultIndexBytes is the default Config.IndexBytes.
+const DefaultIndexBytes = 128 << 10
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("committer: invalid config")
@@ -164,6 +221,27 @@ func (c Config) withDefaults() Config {
 	if c.MaxReadLag == 0 {
 		c.MaxReadLag = 100000
 	}
+	if c.MaxRebaseLag == 0 {
+		c.MaxRebaseLag = uint64(max(c.CheckpointEvery, c.Window, minRebaseLag))
+	}
+	if c.DecisionsPerSubject == 0 {
+		c.DecisionsPerSubject = 2 * int64(c.MaxReadLag)
+		if c.CheckpointEvery < 0 {
+			c.DecisionsPerSubject = -1
+		}
+	}
+	if c.IdleEvict == 0 {
+		c.IdleEvict = 5 * time.Minute
+	}
+	if c.WindowBytes == 0 {
+		c.WindowBytes = 96 << 10
+	}
+	if c.KeepCheckpoints == 0 {
+		c.KeepCheckpoints = 10
+	}
+	if c.IndexBytes == 0 {
+		c.IndexBytes = DefaultIndexBytes
+	}
 	if c.DeletionPolicy == "" {
 		c.DeletionPolicy = "protected-rows"
 	}
@@ -196,6 +274,14 @@ func (c Config) Validate() error {
 		return bad("MaxTxnBytes %d not in 1..StreamMaxMsgSize (%d)", c.MaxTxnBytes, c.StreamMaxMsgSize)
 	case c.Window < 1:
 		return bad("Window %d < 1", c.Window)
+	case c.DecisionsPerSubject > 0 && c.CheckpointEvery < 0:
+		return bad("DecisionsPerSubject %d needs checkpoints (CheckpointEvery %d)", c.DecisionsPerSubject, c.CheckpointEvery)
+	case c.DecisionsPerSubject > 0 && uint64(c.DecisionsPerSubject) <= c.MaxReadLag:
+		return bad("DecisionsPerSubject %d ≤ MaxReadLag %d: a re-staged transaction whose decision was dropped could commit twice", c.DecisionsPerSubject, c.MaxReadLag)
+	case c.DecisionsPerSubject > 0 && c.DecisionsPerSubject < 2*int64(c.CheckpointEvery)+int64(c.BatchSize):
+		return bad("DecisionsPerSubject %d < 2×CheckpointEvery + BatchSize (%d)", c.DecisionsPerSubject, 2*c.CheckpointEvery+c.BatchSize)
+	case c.IndexBytes < 4096:
+		return bad("IndexBytes %d < 4096", c.IndexBytes)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return bad("Replicas %d not in 1..5", c.Replicas)
 	}

@@ -139,7 +139,7 @@ restart:
 	w := r2.c.workers[ds]
 	r2.c.mu.Unlock()
 	if w != nil && w.st != nil { // nil if stopped before it loaded
-		if got := w.st.versionSeq; !slices.Equal(got, want) {
+		if got := w.st.versionSeq.seqs; w.st.versionSeq.first != 1 || !slices.Equal(got, want) {
 			t.Errorf("run %d: in-memory version index %v, log has %v", run, got, want)
 		}
 	}

@@ -3,127 +3,165 @@ package committer
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"cellguard/internal/publish"
+	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
+	"cellguard/table/data"
 )
 
-// fsDeletions reads Lance deletion files from <root>/<dataset>/_deletions.
-// Deletion files never change once written, so contents are cached.
-//
-// Portable-roaring files (.bin) are decoded; Arrow IPC files (.arrow) are
-// not parsed by this build and read as an error, which the evaluator and
-// the rebase rules treat conservatively (as "changed").
-type fsDeletions struct {
-	root  string
-	ds    string
-	mu    sync.Mutex
-	cache map[string]*roaring.Bitmap
+// Deletion files live in the dataset's own location, beside its data and
+// its published versions: the location recorded in the dataset's
+// configuration (declog.Config), or, for a dataset created without one,
+// <DatasetRoot>/<dataset> when Config.DatasetRoot is set. They are read
+// and written through the same gocloud.dev/blob bucket whatever the
+// scheme (a directory, S3, …), so deletion-aware rules (the protected-rows
+// policy, deletion-vector merges on rebase) work on every store. Both
+// forms Lance writes are read: roaring bitmaps (.bin) and Arrow (.arrow).
+
+// deletionStores opens one store per location and keeps it for the
+// committer's lifetime.
+type deletionStores struct {
+	mu     sync.Mutex
+	stores map[string]*deletionStore
 }
 
-func newFSDeletions(root string) *fsDeletionsRoot { return &fsDeletionsRoot{root: root} }
-
-// fsDeletionsRoot hands out the per-dataset reader.
-type fsDeletionsRoot struct {
-	root string
-	mu   sync.Mutex
-	byDS map[string]*fsDeletions
+// deletionStore is one dataset location: a data.Store that reads (and
+// caches) deletion files, and the location the committer writes the
+// deletion files a rebase produces to.
+type deletionStore struct {
+	read *data.Store
+	loc  *publish.Location
 }
 
-func (r *fsDeletionsRoot) dataset(ds string) *fsDeletions {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.byDS == nil {
-		r.byDS = map[string]*fsDeletions{}
+func (d *deletionStores) open(ctx context.Context, location string) (*deletionStore, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.stores[location]; ok {
+		return s, nil
 	}
-	d, ok := r.byDS[ds]
-	if !ok {
-		d = &fsDeletions{root: r.root, ds: ds, cache: map[string]*roaring.Bitmap{}}
-		r.byDS[ds] = d
+	rloc, err := publish.OpenLocation(ctx, location, true)
+	if err != nil {
+		return nil, err
 	}
-	return d
+	wloc, err := publish.OpenLocation(ctx, location, true)
+	if err != nil {
+		rloc.Close()
+		return nil, err
+	}
+	s := &deletionStore{read: data.NewStore(rloc.Bucket, data.Options{}), loc: wloc}
+	if d.stores == nil {
+		d.stores = map[string]*deletionStore{}
+	}
+	d.stores[location] = s
+	return s, nil
 }
 
-func (d *fsDeletions) path(fragmentID uint64, df *lancepb.DeletionFile) string {
-	return filepath.Join(d.root, d.ds, "_deletions", table.DeletionFilePath(fragmentID, df))
+func (d *deletionStores) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.stores {
+		_ = s.read.Close()
+		_ = s.loc.Close()
+	}
+	d.stores = nil
+}
+
+// deletionLocation is where dataset ds keeps its deletion files; "" when
+// it has no location.
+func (c *Committer) deletionLocation(ds string, cfg *cellguardpb.DatasetConfig) (string, error) {
+	if loc := cfg.GetLocation(); loc != "" {
+		return loc, nil
+	}
+	if c.cfg.DatasetRoot != "" {
+		return publish.JoinLocation(c.cfg.DatasetRoot, ds)
+	}
+	return "", nil
+}
+
+// datasetDeletions implements table.DeletionVectors for one dataset's
+// worker, resolving the location from the state's configuration on each
+// call (it is known only once the dataset is created or loaded).
+type datasetDeletions struct {
+	c  *Committer
+	st *state
 }
 
 // DeletionVector implements table.DeletionVectors.
-func (d *fsDeletions) DeletionVector(_ context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
-	p := d.path(fragmentID, df)
-	d.mu.Lock()
-	bm, ok := d.cache[p]
-	d.mu.Unlock()
-	if ok {
-		return bm, nil
-	}
-	if !strings.HasSuffix(p, ".bin") {
-		return nil, fmt.Errorf("read deletion file %s: arrow deletion files are not read by this build: %w", p, table.ErrMalformed)
-	}
-	b, err := os.ReadFile(p)
+func (d datasetDeletions) DeletionVector(ctx context.Context, fragmentID uint64, df *lancepb.DeletionFile) (*roaring.Bitmap, error) {
+	s, err := d.store(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read deletion file: %w", err)
+		return nil, err
 	}
-	bm, err = table.DecodeBitmap(b)
-	if err != nil {
-		return nil, fmt.Errorf("read deletion file %s: %w", p, err)
-	}
-	if bm.GetCardinality() != df.GetNumDeletedRows() {
-		return nil, fmt.Errorf("read deletion file %s: holds %d rows, manifest says %d: %w", p, bm.GetCardinality(), df.GetNumDeletedRows(), table.ErrMalformed)
-	}
-	d.mu.Lock()
-	d.cache[p] = bm
-	d.mu.Unlock()
-	return bm, nil
+	return s.read.DeletionVector(ctx, fragmentID, df)
 }
 
-// write stores a deletion file a rebase produced, atomically (temp file
-// and rename); an existing file with that name is left alone, since the
-// name embeds a unique id.
-func (d *fsDeletions) write(w deletionWrite) error {
-	p := d.path(w.FragmentID, w.File)
-	if _, err := os.Stat(p); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	bm := w.Rows.Clone()
-	bm.RunOptimize()
-	b, err := bm.ToBytes()
+func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {
+	loc, err := d.c.deletionLocation(d.st.ds, d.st.cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
+	if loc == "" {
+		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.ds)
 	}
-	return os.Rename(tmp, p)
+	return d.c.dvLocs.open(ctx, loc)
 }
 
 // writeDeletions writes the deletion files the batch's rebases produced,
 // before the batch is appended: a committed record never names a file
-// that is not there.
-func (w *worker) writeDeletions(vs []verdict) error {
+// that is not there. A file's name embeds a random id and its content is
+// fixed by the decision, so an existing file is the same file (a retry
+// after a crash) and is left alone.
+func (w *worker) writeDeletions(ctx context.Context, vs []verdict) error {
 	for _, v := range vs {
 		if len(v.deletions) == 0 {
 			continue
 		}
-		if w.c.dvRoot == nil {
-			return fmt.Errorf("rebase produced deletion files but no dataset root is configured")
+		s, err := datasetDeletions{c: w.c, st: w.st}.store(ctx)
+		if err != nil {
+			return fmt.Errorf("rebase produced deletion files: %w", err)
 		}
-		d := w.c.dvRoot.dataset(w.ds)
 		for _, dw := range v.deletions {
-			if err := d.write(dw); err != nil {
+			if err := writeDeletion(ctx, s.loc, dw); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
+}
+
+func writeDeletion(ctx context.Context, loc *publish.Location, dw deletionWrite) error {
+	if dw.File.GetFileType() != lancepb.DeletionFile_BITMAP {
+		return fmt.Errorf("write deletion file for fragment %d: rebase asked for type %s, only BITMAP is written", dw.FragmentID, dw.File.GetFileType())
+	}
+	bm := dw.Rows.Clone()
+	bm.RunOptimize()
+	b, err := bm.ToBytes()
+	if err != nil {
+		return fmt.Errorf("write deletion file for fragment %d: %w", dw.FragmentID, err)
+	}
+	key := "_deletions/" + table.DeletionFilePath(dw.FragmentID, dw.File)
+	if err := loc.CreateIfAbsent(ctx, key, b); err != nil && !publish.IsExists(err) {
+		return fmt.Errorf("write deletion file %s: %w", key, err)
+	}
+	return nil
+}
+
+// loadConfig reads the dataset's configuration from its first committed
+// record when loading the state did not replay that record (it started
+// from a checkpoint).
+func (c *Committer) loadConfig(ctx context.Context, st *state) error {
+	if st.head == nil || st.cfg != nil {
+		return nil
+	}
+	cfg, err := c.dl.Config(ctx, st.ds)
+	if err != nil {
+		return fmt.Errorf("committer: load configuration of %s: %w", st.ds, err)
+	}
+	st.cfg = cfg
 	return nil
 }

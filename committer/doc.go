@@ -44,9 +44,52 @@
 // the dataset's consumer pins one, and the fence keeps any other (or a
 // paused former leader) from writing. Safety never depends on the pin.
 //
+// A message with no usable identity (a body that does not decode, or
+// whose uuid is not a valid id, and no valid Nats-Msg-Id) is decided under
+// subject.AnonymousTxnID of its stream sequence, a namespace no valid id
+// may take (subject.ValidTxnID): two messages never share an identity.
+//
+// # Stale reads
+//
+// Each dataset keeps a table.ChangeIndex advanced with every committed
+// manifest. Preconditions are evaluated, and their culprits named, through
+// it (evaluator.EvaluateIndexed): a transaction read thousands of versions
+// ago costs what its preconditions name, not the versions in between. A
+// read older than the index is pinned from the nearest checkpoint and at
+// most two checkpoint intervals of log; one whose preconditions hold but
+// that read more than MaxRebaseLag versions ago is rejected
+// READ_VERSION_TOO_OLD (retryable) rather than rebased over all of them.
+//
+// # A log record that cannot be trusted
+//
+// A record that does not parse or replay, versions that are not
+// contiguous, or a record claiming a staging sequence that was never
+// staged (or a message the log has no decision for) stops that dataset:
+// nothing is decided or acked for it, DatasetStatuses reports it stopped
+// with the reason, the cellguard_committer_dataset_stopped gauge is 1 and
+// an error is logged once. Other datasets go on.
+//
+// # Memory and retention
+//
+// Per dataset, the committer keeps the head manifest, recent manifests and
+// transactions within WindowBytes, the change index within IndexBytes, the
+// decided-uuid set (about 40 bytes per decision) and the version → log
+// sequence index (8 bytes per retained version). A dataset idle for
+// IdleEvict drops all of it and reloads on its next message. CG_DEC keeps
+// DecisionsPerSubject records per dataset and outcome and denies deletes
+// and purges; the committer holds back a batch rather than let retention
+// drop a record newer than the dataset's newest checkpoint, and keeps the
+// newest KeepCheckpoints checkpoints.
+//
 // # Caveats
 //
-// The decided-uuid set and the version index grow with the log (about 40
-// bytes per decision). Arrow deletion files are not read; a rule that needs
-// their contents treats them as changed.
+// Deletion files (Lance's .arrow and .bin forms) are read and written
+// through the dataset's location (deletions.go); a dataset with no
+// location and no Config.DatasetRoot has none to read, and a rule that
+// needs their contents treats them as changed.
+//
+// A dataset's configuration (declog.Config) is part of its state:
+// datasets published for Lance 8 readers reject DataOverlay, and
+// published datasets reject CreateIndex (readers.go); an adoption starts
+// a dataset at a Lance table's version (adopt.go).
 package committer

@@ -97,3 +97,16 @@ func (c *Committer) record(ctx context.Context, seq uint64) (declog.Record, erro
 	}
 	return r, nil
 }
+
+// decRetain returns how many records per subject the decision log keeps
+// (its MaxMsgsPerSubject as created or found), 0 for all.
+func (c *Committer) decRetain() uint64 {
+	if c.dec == nil {
+		return 0
+	}
+	info := c.dec.CachedInfo()
+	if info == nil || info.Config.MaxMsgsPerSubject <= 0 {
+		return 0
+	}
+	return uint64(info.Config.MaxMsgsPerSubject)
+}

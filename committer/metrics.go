@@ -17,6 +17,10 @@ const (
 	metricCheckpoints = "cellguard_committer_checkpoints_total"
 	metricDatasets    = "cellguard_committer_active_datasets"
 	metricResyncs     = "cellguard_committer_resyncs_total"
+	metricStopped     = "cellguard_committer_dataset_stopped"
+	metricEvictions   = "cellguard_committer_idle_evictions_total"
+	metricHistLoads   = "cellguard_committer_history_rebuilds_total"
+	metricHistReads   = "cellguard_committer_history_reads_total"
 )
 
 type metrics struct {
@@ -31,6 +35,13 @@ type metrics struct {
 	checkpoints *prometheus.CounterVec // dataset, result
 	datasets    prometheus.Gauge
 	resyncs     *prometheus.CounterVec // dataset
+	stopped     *prometheus.GaugeVec   // dataset, reason: 1 while stopped
+	evictions   *prometheus.CounterVec // dataset
+	// historyLoads and historyReads count old manifests rebuilt from a
+	// checkpoint and the log, and the log records read to do it or to
+	// land a stale read: the work stale transactions cost.
+	historyLoads *prometheus.CounterVec // dataset
+	historyReads *prometheus.CounterVec // dataset
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -72,9 +83,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricResyncs, Help: "Times a dataset's state was reloaded from the decision log after a fence or append error.",
 		}, []string{"dataset"}),
+		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricStopped, Help: "1 while a dataset is stopped because its decision log holds a record the committer cannot trust (reason untrusted-log): nothing is decided or acked for it.",
+		}, []string{"dataset", "reason"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricEvictions, Help: "Times an idle dataset's state was dropped from memory (it is reloaded from the checkpoint and the log on its next message).",
+		}, []string{"dataset"}),
+		historyLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricHistLoads, Help: "Old manifests rebuilt from a checkpoint and the decision log (to pin a read version no longer in memory).",
+		}, []string{"dataset"}),
+		historyReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricHistReads, Help: "Committed transactions read back from the decision log (rebuilding old manifests, landing stale reads).",
+		}, []string{"dataset"}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.batch, m.readLag, m.pending, m.head,
-		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs} {
+		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ type Reader struct {
 // DatasetInfo summarizes one dataset's decision log.
 type DatasetInfo struct {
 	Name     string
-	Head     uint64 // committed versions = the head version
+	Head     uint64 // the head version
 	Rejected uint64 // rejected decisions
 }
 
@@ -72,6 +72,17 @@ func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 	}
 	out := make([]DatasetInfo, 0, len(byName))
 	for _, d := range byName {
+		// The head is the last committed version: the count of committed
+		// records, unless the dataset was adopted at a later Lance version.
+		if d.Head > 0 {
+			last, ok, err := r.dl.Last(ctx, r.sc.Dec(d.Name, subject.Committed))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				d.Head = last.Version
+			}
+		}
 		out = append(out, *d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -58,43 +58,38 @@ type ruleOptions struct {
 	hist      history
 }
 
-// checkPreconditions validates txn's preconditions against the pinned
-// manifest and evaluates them against head. Any failure is a *rejection;
-// a violation names the version and transaction that changed the cells.
-func checkPreconditions(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, op table.Op, opts ruleOptions) error {
-	// Not a precondition, but it too needs the read version: new data
-	// files must name fields of the schema the writer read.
-	if err := table.CheckFileFields(txn, pinned.Schema()); err != nil {
-		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
-	}
-	if len(txn.GetPreconditions()) == 0 {
+// checkPreconditions evaluates txn's preconditions, read at version rv,
+// against the index's head. The table at rv is read through the change
+// index; pin is called only when rv is older than the index's horizon.
+// The cost depends on what the preconditions name and how often those
+// cells changed, not on how far rv is behind: no intermediate version is
+// rebuilt. Any failure is a *rejection; a violation names the version and
+// transaction that changed the cells, or says how far the search went.
+func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, pre []evaluator.Precondition, pin func() (*table.Manifest, error), opts ruleOptions) error {
+	if len(pre) == 0 {
 		return nil
 	}
-	switch op {
-	case table.OpOverwrite, table.OpRestore:
-		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed on %s", op)
+	io := evaluator.IndexedOptions{
+		Options: evaluator.Options{Policy: opts.policy, Deletions: opts.deletions},
+		Pin:     pin,
 	}
-	pre, err := evaluator.Prepare(pinned, txn, opts.limits)
-	if err != nil {
+	v, err := evaluator.EvaluateIndexed(ctx, ix, rv, pre, io)
+	var inv *evaluator.InvalidError
+	switch {
+	case errors.As(err, &inv):
 		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
-	}
-	eo := evaluator.Options{Policy: opts.policy, Deletions: opts.deletions}
-	v, err := evaluator.Evaluate(ctx, pinned, head, pre, eo)
-	if errors.Is(err, evaluator.ErrMalformedManifest) {
+	case errors.Is(err, evaluator.ErrMalformedManifest):
 		// The committed manifests themselves do not read: the state is
 		// broken, not the transaction. Decide nothing.
 		return fmt.Errorf("%w: evaluate: %w", errBrokenState, err)
-	}
-	if err != nil {
-		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "evaluate: %v", err)
-	}
-	if v.Accepted() {
+	case errors.Is(err, table.ErrVersionNotFound):
+		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
+	case err != nil:
+		return reject(cellguardpb.Reason_INTERNAL, "evaluate preconditions: %v", err)
+	case v.Accepted():
 		return nil
 	}
-	if steps, err := blameSteps(ctx, pinned, head, opts.hist); err == nil {
-		v = evaluator.Blame(ctx, pinned, steps, pre, v, eo)
-	}
-	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), pinned.Version())
+	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), rv)
 	for _, x := range v.Violations {
 		r.violations = append(r.violations, &cellguardpb.Violation{
 			PreconditionIndex: uint32(x.Precondition),
@@ -111,29 +106,6 @@ func checkPreconditions(ctx context.Context, pinned, head *table.Manifest, txn *
 		r.msg += fmt.Sprintf("; first: %s", x)
 	}
 	return r
-}
-
-// blameSteps lists the versions after pinned up to head for Blame.
-func blameSteps(ctx context.Context, pinned, head *table.Manifest, hist history) ([]evaluator.Step, error) {
-	var steps []evaluator.Step
-	prev := pinned
-	for v := pinned.Version() + 1; v <= head.Version(); v++ {
-		txn, err := hist.Committed(ctx, v)
-		if err != nil {
-			return nil, err
-		}
-		m := head
-		if v < head.Version() {
-			if m, err = hist.Manifest(ctx, v); err != nil {
-				if m, err = table.Apply(ctx, prev, txn, hist); err != nil {
-					return nil, err
-				}
-			}
-		}
-		steps = append(steps, evaluator.Step{Version: v, TxnUUID: txn.GetUuid(), Manifest: m})
-		prev = m
-	}
-	return steps, nil
 }
 
 // land checks txn for conflicts with everything committed after its read

@@ -2,11 +2,7 @@ package committer
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"testing"
-
-	"github.com/RoaringBitmap/roaring/v2"
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -93,8 +89,8 @@ func TestStateWindowRetentionRollback(t *testing.T) {
 		t.Fatalf("provisional decision: %v", v.rec)
 	}
 	st.rollback(m)
-	if st.headVersion() != 10 || st.decided.has(id) || len(st.versionSeq) != 10 {
-		t.Errorf("after rollback: head %d, decided %v, index %d", st.headVersion(), st.decided.has(id), len(st.versionSeq))
+	if st.headVersion() != 10 || st.decided.has(id) || st.versionSeq.top() != 10 {
+		t.Errorf("after rollback: head %d, decided %v, index %d", st.headVersion(), st.decided.has(id), st.versionSeq.top())
 	}
 	// The same uuid decided again after rollback gets its decision once.
 	again := decideAll(t, st, h, appendTxn(id, 10), appendTxn(id, 10))
@@ -121,29 +117,5 @@ func TestIDSet(t *testing.T) {
 	s.remove(u)
 	if s.has(u) || s.len() != 2 {
 		t.Errorf("after remove: has=%v len=%d", s.has(u), s.len())
-	}
-}
-
-func TestFSDeletionsRoundTrip(t *testing.T) {
-	root := t.TempDir()
-	d := newFSDeletions(root).dataset("ds")
-	rows := roaring.BitmapOf(1, 5, 9)
-	df := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 3, Id: 42, NumDeletedRows: 3}
-	if err := d.write(deletionWrite{FragmentID: 7, File: df, Rows: rows}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := filepath.Glob(filepath.Join(root, "ds", "_deletions", "7-3-42.bin")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := d.DeletionVector(t.Context(), 7, df)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.Equals(rows) {
-		t.Errorf("read back %v, want %v", got, rows)
-	}
-	arrow := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_ARROW_ARRAY, ReadVersion: 3, Id: 43, NumDeletedRows: 1}
-	if _, err := d.DeletionVector(t.Context(), 7, arrow); !errors.Is(err, table.ErrMalformed) {
-		t.Errorf("arrow deletion file: err %v, want ErrMalformed (read as changed)", err)
 	}
 }

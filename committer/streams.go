@@ -49,6 +49,13 @@ func StreamConfigs(cfg Config) (txn, dec jetstream.StreamConfig) {
 		Replicas:           cfg.Replicas,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		// The log is the source of truth: nothing may delete or purge
+		// records through the API. Only the retention below drops the
+		// oldest records of a subject, and the committer makes sure that
+		// is never a record newer than the dataset's newest checkpoint.
+		DenyDelete:        true,
+		DenyPurge:         true,
+		MaxMsgsPerSubject: cfg.DecisionsPerSubject,
 	}
 	return txn, dec
 }
@@ -108,6 +115,12 @@ func verifyStream(got, want jetstream.StreamConfig) error {
 	}
 	if want.Retention == jetstream.LimitsPolicy && got.MaxAge != 0 {
 		problems = append(problems, fmt.Sprintf("max age %v on the decision log: records would expire", got.MaxAge))
+	}
+	if want.Retention == jetstream.LimitsPolicy && (got.MaxMsgs > 0 || got.MaxBytes > 0) && got.Discard == jetstream.DiscardOld {
+		problems = append(problems, "max msgs or bytes with discard old on the decision log: records would be dropped regardless of checkpoints")
+	}
+	if want.Retention == jetstream.LimitsPolicy && got.MaxMsgsPerSubject > 0 && got.MaxMsgsPerSubject < want.MaxMsgsPerSubject {
+		problems = append(problems, fmt.Sprintf("max msgs per subject %d on the decision log, below the %d the committer is configured to keep", got.MaxMsgsPerSubject, want.MaxMsgsPerSubject))
 	}
 	if want.Retention == jetstream.WorkQueuePolicy && got.Discard != jetstream.DiscardNew {
 		problems = append(problems, "discard old on the staging stream: staged transactions would be dropped")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,8 @@ type worker struct {
 	// received, 0 when unknown: a jump means a delivery never reached us.
 	lastCseq uint64
 	cp       *checkpointer
+	// status is what DatasetStatuses reports; set by run.
+	status atomic.Pointer[DatasetStatus]
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -49,32 +52,42 @@ func newWorker(c *Committer, ds string) *worker {
 // restarts the worker from scratch).
 func (w *worker) run(ctx context.Context) error {
 	c := w.c
+	w.setStatus(DatasetLoading, "", "")
 	if err := w.load(ctx); err != nil {
-		return err
+		return w.failed(ctx, err)
 	}
 	w.cp = newCheckpointer(c, w.ds)
 	defer w.cp.close()
 	if err := w.ensureConsumer(ctx); err != nil {
-		return err
+		return w.failed(ctx, err)
 	}
 	if c.cfg.TakeoverOnStart {
 		w.takeover(ctx)
 	}
 	w.in = make(chan jetstream.Msg, 2*c.cfg.MaxAckPending)
 	if err := w.consume(); err != nil {
-		return err
+		return w.failed(ctx, err)
 	}
 	defer func() { w.stopConsume() }()
+	w.setStatus(DatasetDeciding, "", "")
 	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
+	idle := newIdleTimer(c.cfg.IdleEvict)
+	defer idle.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			w.stopConsume()
 			w.nakBuffered()
 			return nil
+		case <-idle.c():
+			w.evictState()
+			continue
 		case m := <-w.in:
 			batch = append(batch[:0], m)
+		}
+		if err := w.reloadIfEvicted(ctx); err != nil {
+			return w.failed(ctx, err)
 		}
 	drain:
 		for len(batch) < c.cfg.BatchSize {
@@ -86,8 +99,9 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		}
 		if err := w.process(ctx, batch); err != nil {
-			return err
+			return w.failed(ctx, err)
 		}
+		idle.reset()
 	}
 }
 
@@ -97,13 +111,16 @@ func (w *worker) load(ctx context.Context) error {
 	lim := limits{
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
-	}
-	if c.dvRoot != nil {
-		lim.rules.deletions = c.dvRoot.dataset(w.ds)
+		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes, windowBytes: c.cfg.WindowBytes,
+		lanceRoot: c.cfg.LanceRoot,
 	}
 	st := newState(w.ds, lim, nil)
-	st.older = &logHistory{c: c, st: st}
+	st.lim.rules.deletions = datasetDeletions{c: c, st: st}
+	st.older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
 	if err := c.loadState(ctx, st); err != nil {
+		return err
+	}
+	if err := c.loadConfig(ctx, st); err != nil {
 		return err
 	}
 	w.st = st
@@ -262,10 +279,16 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) {
 			return err
 		}
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, errUntrustedLog) {
+			return err
+		}
+		switch {
+		case errors.Is(err, errCheckpointBehind):
+			c.log.Warn("batch held back until a checkpoint is written", "dataset", w.ds, "attempt", attempt, "err", err)
+		case errors.Is(err, ErrFenced):
 			c.metrics.fencing.WithLabelValues(w.ds).Inc()
 			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
-		} else {
+		default:
 			c.metrics.appendErr.WithLabelValues(w.ds).Inc()
 			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
 		}
@@ -349,7 +372,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	var idx []int
 	for i, in := range ins {
 		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
-			continue // decided already (a redelivery): ack only
+			// Decided already (a redelivery): ack only, once the log
+			// agrees that this very message has a decision.
+			if err := st.checkDecided(in); err != nil {
+				st.rollback(m)
+				return fmt.Errorf("%s: %w", w.ds, err)
+			}
+			continue
 		}
 		v := st.decide(ctx, in)
 		if v.broken != nil {
@@ -364,8 +393,12 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	if err := c.step(StepDecided, w.ds); err != nil {
 		return err
 	}
+	if err := w.checkRetention(m, st.headVersion()); err != nil {
+		st.rollback(m)
+		return err
+	}
 	if len(recs) > 0 {
-		if err := w.writeDeletions(verdicts); err != nil {
+		if err := w.writeDeletions(ctx, verdicts); err != nil {
 			st.rollback(m)
 			return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
 		}
@@ -464,6 +497,9 @@ func (w *worker) catchUp(ctx context.Context) error {
 	from := st.lastDecSeq + 1
 	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, func(r declog.Record) error { return st.replay(ctx, r) })
 	if err != nil {
+		return untrusted(err)
+	}
+	if err := w.c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
 	w.cursor = max(w.cursor, st.lastTxnSeq)

@@ -19,8 +19,9 @@
 //  2. Protect what the result depends on: Txn.Read does it for reads
 //     through a table/data Store; otherwise call Txn.CellsUnchanged with
 //     the fields and rows read.
-//  3. Write the data files first (table/data), then Commit. Files of a
-//     rejected transaction are inert garbage.
+//  3. Write the data files first (table/data: Lance files of the dataset's
+//     storage version — WriteFragmentFor, WriteColumns), then Commit.
+//     Files of a rejected transaction are inert garbage.
 //  4. On a *RejectedError that matches ErrRetryable, recompute from a newer
 //     version, or let RetryWithRecompute do steps 1–4 again.
 //  5. On ErrOutcomeUnknown, find the outcome (Outcome, or Commit the same

@@ -200,7 +200,7 @@ func TestTxnBuilders(t *testing.T) {
 		return file
 	}
 	v := commit("append", func(snap *producer.Snapshot) *producer.Txn {
-		f, err := s.WriteFragment(ctx, snap.Manifest().Schema(), map[int32]arrow.Array{0: int64s(7, 8)})
+		f, err := s.WriteFragmentFor(ctx, snap.Manifest(), nil, map[int32]arrow.Array{0: int64s(7, 8)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestTxnBuilders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		moved, err := s.WriteFragment(ctx, snap.Manifest().Schema(), map[int32]arrow.Array{0: int64s(70)})
+		moved, err := s.WriteFragmentFor(ctx, snap.Manifest(), nil, map[int32]arrow.Array{0: int64s(70)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,6 +161,31 @@ func (a *applier) checkFiles(files []*lancepb.DataFile, existing *Fragment, what
 				return a.invalid("%s: data file %q has field id %d", what, df.GetPath(), id)
 			}
 		}
+		if !known {
+			if err := a.checkFileVersion(df, what); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkFileVersion checks that a new data file has the table's data
+// storage version. Lance reads a table that mixes 2.0 and 2.1 files, but
+// every later Lance append or compaction of it fails ("All data files must
+// have the same version"), so a commit must not mix them. Creating a table
+// and Overwrite set the version instead (Lance lets Overwrite change it);
+// tables of other versions (legacy 0.1, newer ones) are not checked here.
+func (a *applier) checkFileVersion(df *lancepb.DataFile, what string) error {
+	if a.creating || a.kind == OpOverwrite {
+		return nil
+	}
+	want := a.head.Header().GetDataFormat().GetVersion()
+	if want != "2.0" && want != "2.1" {
+		return nil
+	}
+	if got, ok := fileFormatVersion(df); ok && got != want {
+		return a.invalid("%s: data file %q is Lance file version %s, but the table's data storage version is %s", what, df.GetPath(), got, want)
 	}
 	return nil
 }

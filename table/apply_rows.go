@@ -122,7 +122,9 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 			return err
 		}
 	}
-	if a.creating {
+	if a.creating || hasFiles(frags) {
+		// A new table takes its files' version; an Overwrite with files
+		// may change it, as in Lance, and the manifest must say so.
 		format, err := a.inferFormat(frags)
 		if err != nil {
 			return err
@@ -145,6 +147,16 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 		h.Config[k] = v
 	}
 	return a.insertAll(frags)
+}
+
+// hasFiles reports whether any of frags has a data file.
+func hasFiles(frags []*lancepb.DataFragment) bool {
+	for _, f := range frags {
+		if len(f.GetFiles()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // inferFormat is the data storage format of a new table: the version of

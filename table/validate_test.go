@@ -88,3 +88,34 @@ func TestCheckFileFields(t *testing.T) {
 		t.Fatalf("append naming fields 2 and 3 against a schema without them: accepted")
 	}
 }
+
+// A dataset's data files all have its storage version: Lance reads a table
+// that mixes 2.0 and 2.1 files, but every later Lance append to it fails.
+func TestApplyKeepsOneFileVersion(t *testing.T) {
+	v20 := func(path string, fields ...int32) *lancepb.DataFile {
+		df := apFile(path, fields...)
+		df.FileMajorVersion, df.FileMinorVersion = 2, 0
+		return df
+	}
+	replace := func(df *lancepb.DataFile) *lancepb.Transaction {
+		return &lancepb.Transaction{ReadVersion: 3, Operation: &lancepb.Transaction_DataReplacement_{DataReplacement: &lancepb.Transaction_DataReplacement{
+			Replacements: []*lancepb.Transaction_DataReplacementGroup{{FragmentId: 1, NewFile: df}},
+		}}}
+	}
+	overwrite := &lancepb.Transaction{ReadVersion: 3, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+		Schema: apSchema(), Fragments: []*lancepb.DataFragment{apFrag(0, 3, v20("o.lance", 0, 1, 2, 3))},
+	}}}
+	apRun(t, []apCase{
+		{name: "append of a 2.1 file to a 2.1 table", txn: apAppend(3, apFrag(0, 5))},
+		{name: "append of a 2.0 file to a 2.1 table", txn: apAppend(3, apFrag(0, 5, v20("n.lance", 0, 1, 2, 3))), wantErr: table.ErrInvalidTransaction},
+		{name: "update adding a 2.0 fragment to a 2.1 table", txn: apUpdate(3, &lancepb.Transaction_Update{
+			NewFragments: []*lancepb.DataFragment{apFrag(0, 5, v20("n.lance", 0, 1, 2, 3))},
+		}), wantErr: table.ErrInvalidTransaction},
+		{name: "column replacement by a 2.0 file in a 2.1 table", txn: replace(v20("r.lance", 1)), wantErr: table.ErrInvalidTransaction},
+		{name: "overwrite may change the version, as in Lance", txn: overwrite, check: func(t *testing.T, m *lancepb.Manifest) {
+			if got := m.GetDataFormat().GetVersion(); got != "2.0" {
+				t.Errorf("data format after an overwrite with 2.0 files: %q, want 2.0", got)
+			}
+		}},
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,8 +114,48 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		b.print(fmt.Sprintf("%d datasets × %d txns", *many, *manyTxns), got, 0)
+		heap, rss := memoryInUse()
+		if path := os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE"); path != "" {
+			if err := writeHeapProfile(path); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "  memory with %d datasets served: Go heap %.0f MiB, RSS %.0f MiB (one process: committer, embedded JetStream, producers)\n",
+			*many, float64(heap)/(1<<20), float64(rss)/(1<<20))
 	}
 	return nil
+}
+
+// writeHeapProfile writes the live heap, for `go tool pprof`.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// memoryInUse returns the Go heap in use after a collection and the
+// process's resident set size (Linux; 0 elsewhere).
+func memoryInUse() (heap, rss uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ms.HeapInuse, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			rss = kb << 10
+		}
+	}
+	return ms.HeapInuse, rss
 }
 
 func parseInts(s string) ([]int, error) {

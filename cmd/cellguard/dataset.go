@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"cellguard/committer"
+	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
@@ -26,6 +27,10 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	schema := fs.String("schema", "", "create: fields as name:type[?],... (type: a Lance logical type such as int64, double, string; ? = nullable)")
 	from := fs.Uint64("from", 1, "log: first log sequence to print")
 	wait := fs.Duration("wait", 30*time.Second, "create: how long to wait for the decision")
+	var lf lanceFlags
+	fs.StringVar(&lf.location, "location", "", "create, adopt: the dataset's Lance directory (path, file://, s3://… URL); its versions are published there")
+	fs.StringVar(&lf.readers, "readers", "", "create: readers the published versions serve: lance8 (default; no data overlays) or cellguard")
+	fs.StringVar(&lf.storageVersion, "storage-version", "", "create: Lance data storage version of a published dataset: 2.1 (default) or 2.0")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -48,7 +53,9 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	}
 	switch verb {
 	case "create":
-		return datasetCreate(ctx, nc, cf.prefix, name, *schema, *wait, stdout)
+		return datasetCreate(ctx, nc, cf.prefix, name, *schema, lf, *wait, stdout)
+	case "adopt":
+		return datasetAdopt(ctx, nc, cf.prefix, name, lf.location, *wait, stdout)
 	case "list":
 		r, err := committer.NewReader(ctx, nc, cf.prefix)
 		if err != nil {
@@ -96,7 +103,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 			fmt.Fprintf(stdout, "  %6d rows %8d files %d%s\n", f.ID(), f.PhysicalRows(), len(f.Files()), del)
 		}
 		fmt.Fprintf(stdout, "rows: %d physical, %d live\n", rows, live)
-		return nil
+		return showPublishing(ctx, nc, cf.prefix, name, m.Version(), stdout)
 	case "log":
 		r, err := committer.NewReader(ctx, nc, cf.prefix)
 		if err != nil {
@@ -168,7 +175,7 @@ func newUUID() string {
 
 // datasetCreate commits a creating Overwrite with an empty table of the
 // given schema, through the producer SDK.
-func datasetCreate(ctx context.Context, nc *nats.Conn, prefix, name, schema string, wait time.Duration, stdout io.Writer) error {
+func datasetCreate(ctx context.Context, nc *nats.Conn, prefix, name, schema string, lf lanceFlags, wait time.Duration, stdout io.Writer) error {
 	if schema == "" {
 		return usageError{"dataset create: --schema is required"}
 	}
@@ -182,6 +189,17 @@ func datasetCreate(ctx context.Context, nc *nats.Conn, prefix, name, schema stri
 	}
 	defer pc.Close()
 	txn := producer.Create(name, fields)
+	cfg, err := lf.config(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg != nil {
+		prop, err := declog.EncodeConfig(cfg)
+		if err != nil {
+			return err
+		}
+		txn.SetProperty(declog.ConfigProperty, prop)
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	v, err := pc.Commit(ctx, txn)

@@ -45,6 +45,7 @@ var demoFields = []*lancepb.Field{
 // demoConfig is what the demo's flags set.
 type demoConfig struct {
 	dataDir     string // empty: a temporary directory, removed at the end
+	lanceRoot   string // non-empty: the dataset's files go to lanceRoot/<dataset>.lance
 	fragments   int
 	rows        int
 	workers     int
@@ -63,6 +64,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg demoConfig
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "keep the NATS store and the dataset files here (default: a temporary directory, removed at the end)")
+	fs.StringVar(&cfg.lanceRoot, "lance-root", "", "leave the demo's table as the Lance directory DIR/demo.lance (kept at exit)")
 	fs.IntVar(&cfg.fragments, "fragments", 8, "fragments of the table")
 	fs.IntVar(&cfg.rows, "rows", 1000, "rows per fragment")
 	fs.IntVar(&cfg.workers, "workers", 3, "workers computing y = f(x)")
@@ -105,10 +107,16 @@ type demoResult struct {
 	headRows       int64 // live rows at the final head
 	staleAtHead    int64 // rows at the final head with y != f(x)
 	caughtUp       bool
+	format         string          // the head's Lance data storage version, as its manifest records it
+	headFiles      int             // data files at the head
+	foreignFiles   int             // data files at the head that are not Lance files of format
+	headOverlays   int             // data overlays at the head (Lance 8 cannot read them)
+	manifest       *table.Manifest // the head
 }
 
 func (r demoResult) ok() bool {
-	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0
+	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0 &&
+		r.format != "" && r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0
 }
 
 // demo is one run: the embedded server, the committer, the dataset and
@@ -212,6 +220,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	d.url = srv.ClientURL()
 	root := filepath.Join(dir, "datasets")
 	d.root = root
+	if err := linkLanceRoot(cfg.lanceRoot, root); err != nil {
+		return demoResult{}, err
+	}
 	if d.store, err = data.Open(ctx, filepath.Join(root, demoDataset)); err != nil {
 		return demoResult{}, err
 	}
@@ -227,6 +238,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		where = dir
 	}
 	fmt.Fprintf(out, "  embedded NATS JetStream at %s, data in %s\n", d.url, where)
+	if cfg.lanceRoot != "" {
+		fmt.Fprintf(out, "  the table's Lance files in %s\n", lanceLocation(cfg.lanceRoot, demoDataset))
+	}
 
 	stopCommitter, err := d.runCommitter(ctx, root)
 	if err != nil {
@@ -256,6 +270,35 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	}
 	d.printSummary(res)
 	return res, nil
+}
+
+// lanceLocation is where a dataset lives under a --lance-root: the
+// directory lancedb.connect(root).openTable(name) opens.
+func lanceLocation(root, dataset string) string {
+	return filepath.Join(root, dataset+".lance")
+}
+
+// linkLanceRoot makes the demo's dataset live in lanceRoot/demo.lance when
+// lanceRoot is set. The committer finds datasets under a dataset root by
+// name (<root>/<dataset>), so root/demo becomes a link to that directory.
+func linkLanceRoot(lanceRoot, root string) error {
+	if lanceRoot == "" {
+		return nil
+	}
+	loc, err := filepath.Abs(lanceLocation(lanceRoot, demoDataset))
+	if err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(loc); err == nil && len(entries) > 0 {
+		return usageError{fmt.Sprintf("demo: %s is not empty; give --lance-root a directory without a %s.lance table", loc, demoDataset)}
+	}
+	if err := os.MkdirAll(loc, 0o755); err != nil {
+		return fmt.Errorf("demo: --lance-root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	return os.Symlink(loc, filepath.Join(root, demoDataset))
 }
 
 // runCommitter starts the committer on its own connection.
@@ -297,8 +340,8 @@ func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error)
 	}, nil
 }
 
-// createTable writes the fragments of x as Arrow files and commits
-// version 1.
+// createTable writes the fragments of x as Lance files (format 2.1, the
+// default of a new table) and commits version 1.
 func (d *demoRun) createTable(ctx context.Context, pc *producer.Client) error {
 	rng := rand.New(rand.NewPCG(d.cfg.seed, 1))
 	var frags []*lancepb.DataFragment
@@ -453,8 +496,8 @@ func shortReason(r string) string {
 func (d *demoRun) printSummary(r demoResult) {
 	s := &d.stats
 	s.mu.Lock()
-	kinds := fmt.Sprintf("%d overlays, %d column replacements, %d column rewrites, %d deletes",
-		s.updateKinds["overlay"], s.updateKinds["replace"], s.updateKinds["rewrite"], s.updateKinds["delete"])
+	kinds := fmt.Sprintf("%d point updates and %d x+1 as column rewrites, %d x+1 as column replacements, %d deletes",
+		s.updateKinds["point"], s.updateKinds["rewrite"], s.updateKinds["replace"], s.updateKinds["delete"])
 	s.mu.Unlock()
 	fmt.Fprintln(d.out)
 	fmt.Fprintln(d.out, "summary")
@@ -477,7 +520,7 @@ func (d *demoRun) printSummary(r demoResult) {
 	}
 	d.mu.Unlock()
 	fmt.Fprintln(d.out)
-	fmt.Fprintln(d.out, "verification, from the Arrow files on disk")
+	fmt.Fprintln(d.out, "verification, from the Lance files on disk")
 	fmt.Fprintf(d.out, "  (a) %d committed transactions published y; %d live rows they wrote, read at the versions they created\n", r.yTxns, r.rowsChecked)
 	fmt.Fprintf(d.out, "      stale values published: %d\n", r.stalePublished)
 	caught := "after the workers caught up"
@@ -485,6 +528,8 @@ func (d *demoRun) printSummary(r demoResult) {
 		caught = "the workers did NOT catch up"
 	}
 	fmt.Fprintf(d.out, "  (b) head version %d, %s: %d live rows, rows with y != f(x): %d\n", r.head, caught, r.headRows, r.staleAtHead)
+	fmt.Fprintf(d.out, "  (c) head version %d as Lance sees it: %d data files, %d not Lance %s files, %d data overlays\n",
+		r.head, r.headFiles, r.foreignFiles, r.format, r.headOverlays)
 	if r.ok() {
 		fmt.Fprintln(d.out, "PASS")
 	} else {

@@ -12,13 +12,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"cellguard/producer"
-	"cellguard/table/data"
 )
 
-// demoUpdater keeps changing x: overlays on a few rows (most of the
-// time), whole-column replacements and in-place rewrites of a fragment's
-// x, and deletes. It retries its own rejected transactions with
-// RetryWithRecompute.
+// demoUpdater keeps changing x: new values for a few rows (most of the
+// time), x+1 on every row, and deletes. Every change of x is a new x
+// column file for the fragment, committed as a column rewrite (Update
+// REWRITE_COLUMNS) or a column replacement (DataReplacement), never as a
+// data overlay: Lance 8 (LanceDB 0.31) has no overlay reader, so a dataset
+// served to it must not hold overlays. It retries its own rejected
+// transactions with RetryWithRecompute.
 type demoUpdater struct {
 	d    *demoRun
 	rng  *rand.Rand
@@ -64,7 +66,7 @@ func (u *demoUpdater) run(ctx context.Context, url string) error {
 func (u *demoUpdater) pick() string {
 	switch r := u.rng.IntN(100); {
 	case r < 65:
-		return "overlay"
+		return "point"
 	case r < 75:
 		return "replace"
 	case r < 85:
@@ -92,25 +94,11 @@ func (u *demoUpdater) build(ctx context.Context, snap *producer.Snapshot, kind s
 	txn := snap.NewTxn()
 	store := u.d.store
 	switch kind {
-	case "overlay":
-		// New values for a few live rows, no read involved.
-		b, err := store.ReadFragment(ctx, m, fid, []int32{fieldX})
-		if err != nil {
-			return nil, err
-		}
-		offs := u.sample(b.Offsets, 1+u.rng.IntN(4))
-		vals := make([]int64, len(offs))
-		for i := range vals {
-			vals[i] = u.rng.Int64N(1_000_000)
-		}
-		ov, err := store.WriteOverlay(ctx, m.Schema(), frag, map[int32]data.Cells{fieldX: {Offsets: offs, Values: int64Array(vals, nil)}})
-		if err != nil {
-			return nil, err
-		}
-		return txn.Overlay(fid, ov), nil
-	case "replace", "rewrite":
-		// x' = x + 1 on every live row: a new x column file computed from
-		// what was read, so the read is protected like a worker's.
+	case "point", "replace", "rewrite":
+		// A new x column computed from what was read, so the read is
+		// protected like a worker's: "point" gives a few live rows new
+		// values and keeps the others, "replace" and "rewrite" set
+		// x' = x + 1 on every live row.
 		b, err := txn.Read(ctx, store, fid, fieldX)
 		if err != nil {
 			return nil, err
@@ -118,7 +106,15 @@ func (u *demoUpdater) build(ctx context.Context, snap *producer.Snapshot, kind s
 		xs := make([]int64, frag.PhysicalRows())
 		col := b.Columns[fieldX].(*array.Int64)
 		for i, off := range b.Offsets {
-			xs[off] = col.Value(i) + 1
+			xs[off] = col.Value(i)
+			if kind != "point" {
+				xs[off]++
+			}
+		}
+		if kind == "point" {
+			for _, off := range u.sample(b.Offsets, 1+u.rng.IntN(4)) {
+				xs[off] = u.rng.Int64N(1_000_000)
+			}
 		}
 		file, err := store.WriteColumns(ctx, m.Schema(), frag, map[int32]arrow.Array{fieldX: int64Array(xs, nil)})
 		if err != nil {

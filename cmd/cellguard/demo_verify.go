@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -10,6 +11,7 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
+	"cellguard/lancefile"
 	"cellguard/producer"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -75,7 +77,10 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 		}
 	}
 	head := last.Manifest()
-	res.head = head.Version()
+	res.head, res.manifest = head.Version(), head
+	if err := d.checkLanceLayout(head, res); err != nil {
+		return err
+	}
 	for f := range head.Fragments() {
 		n, bad, err := checkFragment(ctx, store, head, f.ID())
 		if err != nil {
@@ -85,6 +90,48 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 		res.staleAtHead += bad
 	}
 	return nil
+}
+
+// checkLanceLayout counts the data files and data overlays of the head,
+// and the data files that are not Lance files of the head's data storage
+// version, judged from their bytes and from what the manifest records.
+func (d *demoRun) checkLanceLayout(head *table.Manifest, res *demoResult) error {
+	v, err := data.FileVersion(head)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	res.format = head.Header().GetDataFormat().GetVersion() // "" fails the check: Lance needs it
+	major, minor := v.Numbers()
+	for f := range head.Fragments() {
+		res.headOverlays += len(f.Overlays())
+		for _, df := range f.Files() {
+			res.headFiles++
+			got, err := lanceFileVersion(filepath.Join(d.root, demoDataset, "data", df.GetPath()))
+			if err != nil || got != v || df.GetFileMajorVersion() != major || df.GetFileMinorVersion() != minor {
+				res.foreignFiles++
+			}
+		}
+	}
+	return nil
+}
+
+// lanceFileVersion returns the Lance version of the file at path, read
+// from its footer.
+func lanceFileVersion(path string) (lancefile.Version, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	rd, err := lancefile.Open(f, st.Size())
+	if err != nil {
+		return 0, err
+	}
+	return rd.Version(), nil
 }
 
 // checkFragment counts the live rows of fragment f in m, and those whose y

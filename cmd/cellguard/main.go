@@ -3,6 +3,7 @@
 //
 //	cellguard serve                      run the committer (embedded JetStream by default)
 //	cellguard dataset create NAME ...    create a dataset (an Overwrite at read_version 0)
+//	cellguard dataset adopt NAME ...     start a dataset from a Lance table LanceDB wrote (--location URL)
 //	cellguard dataset list               list datasets and their head versions
 //	cellguard dataset show NAME          show a dataset's head manifest
 //	cellguard dataset log NAME           print a dataset's decision log
@@ -52,7 +53,8 @@ const usage = `usage: cellguard <command> [flags]
 
 commands:
   serve                    run the committer (embedded JetStream unless --nats-url)
-  dataset create NAME      create a dataset: --schema 'id:int64,x:double?'
+  dataset create NAME      create a dataset: --schema 'id:int64,x:double?' [--location URL] [--readers lance8|cellguard]
+  dataset adopt NAME       start a dataset from the latest version of a Lance table: --location URL
   dataset list             list datasets with their head versions
   dataset show NAME        show the head manifest of a dataset
   dataset log NAME         print the decision log of a dataset

@@ -100,7 +100,7 @@ func stageTxn(t *testing.T, js jetstream.JetStream, ds string, txn *lancepb.Tran
 }
 
 func fragment(path string) *lancepb.DataFragment {
-	return &lancepb.DataFragment{PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: path, Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2}}}
+	return &lancepb.DataFragment{PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: path, Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: 1}}}
 }
 
 // decisions reads the whole decision log of ds.

@@ -40,6 +40,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
+	mem := memoryFlags(fs)
+	// Publishing (issue 10): see publish.go.
+	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
+	publishOn := fs.Bool("publish", true, "publish every committed version of datasets that have a location, as Lance versions")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +81,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
 	}
+	mem.apply(&cfg)
+	cfg.LanceRoot = *lanceRoot
 	c, err := committer.New(nc, cfg)
 	if err != nil {
 		return err
@@ -87,6 +93,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		defer stopHTTP()
+	}
+	if *publishOn {
+		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
+		defer stopPublishing()
 	}
 	log.Info("serving", "nats", url)
 	err = c.Run(ctx)

@@ -169,3 +169,18 @@ func (l *Log) WriteCheckpoint(ctx context.Context, cp Checkpoint) error {
 	}
 	return nil
 }
+
+// DeleteCheckpoint removes the checkpoint of ds at version v. Deleting one
+// that does not exist is not an error. Checkpoints are a cache of the log:
+// deleting one loses nothing, as long as a newer trusted one remains.
+func (l *Log) DeleteCheckpoint(ctx context.Context, ds string, v uint64) error {
+	obj, err := l.bucket(ctx)
+	if err != nil || obj == nil {
+		return err
+	}
+	err = obj.Delete(ctx, subject.CheckpointKey(ds, v))
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("declog: delete checkpoint %s@%d: %w", ds, v, err)
+	}
+	return nil
+}

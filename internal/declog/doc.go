@@ -26,10 +26,18 @@
 //     newest trusted checkpoint and the log tail.
 //   - [Log.Find] looks a transaction's decision up by uuid;
 //     [Log.VersionSeq] finds the record of a version.
+//   - [Log.Config] reads a dataset's configuration (where it is
+//     published, which readers it serves) from its first committed
+//     record; [SetConfig]/[ConfigOf] carry it on the creating transaction.
+//     An adoption record ([SetAdoption], [AdoptionOf]) starts a dataset at
+//     the version of a Lance table it adopts; [Replay] accepts it only as
+//     a dataset's first record.
 //   - [Log.Append] is the writer: a fenced, deduplicated append of one
 //     decision or an atomic batch, which fails with [ErrFenced] when the
 //     log moved past the sequence the writer expected.
 //
 // The package does no retrying and starts no goroutines of its own beyond
-// the ones a consumer's iterator runs while it is being ranged over.
+// the ones nats.go runs for a pull while it is being ranged over. A
+// consumer the caller acknowledges is read one Fetch at a time (see
+// pull.go for why not with a Messages iterator).
 package declog

@@ -232,39 +232,6 @@ func (l *Log) Pull(ctx context.Context, cons jetstream.Consumer, max int, header
 	return l.pull(ctx, cons, max, headersOnly, false)
 }
 
-func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, headersOnly, bounded bool) iter.Seq2[Delivery, error] {
-	return func(yield func(Delivery, error) bool) {
-		it, err := cons.Messages(jetstream.PullMaxMessages(max))
-		if err != nil {
-			yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-			return
-		}
-		defer it.Stop()
-		if info := cons.CachedInfo(); bounded && info != nil && info.NumPending == 0 {
-			return // nothing on the filter from the start sequence on
-		}
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer stop()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-				return
-			}
-			d, err := delivery(l.sc, m, headersOnly)
-			if !yield(d, err) {
-				return
-			}
-			if d.Msg == nil { // metadata unreadable: not a JetStream message
-				return
-			}
-		}
-	}
-}
-
 // delivery parses one pulled message.
 func delivery(sc subject.Scheme, m jetstream.Msg, headersOnly bool) (Delivery, error) {
 	md, err := m.Metadata()

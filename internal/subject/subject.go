@@ -281,5 +281,35 @@ func ParseCheckpointKey(key string) (ds string, version uint64, err error) {
 func DecisionMsgID(txnID string) string { return "dec-" + txnID }
 
 // AnonymousTxnID is the identity used for a staged message whose body has
-// no readable uuid (garbage bytes, truncated protobuf): its stream sequence.
-func AnonymousTxnID(txnSeq uint64) string { return "seq-" + strconv.FormatUint(txnSeq, 10) }
+// no readable uuid (garbage bytes, truncated protobuf) and no usable
+// Nats-Msg-Id: "seq-" and its stream sequence. No two staged messages share
+// a stream sequence, and ValidTxnID refuses every id in the "seq-"
+// namespace, so an anonymous identity can never be one a client chose.
+func AnonymousTxnID(txnSeq uint64) string { return anonymousPrefix + strconv.FormatUint(txnSeq, 10) }
+
+const anonymousPrefix = "seq-"
+
+// MaxTxnIDLen is the longest transaction identity accepted.
+const MaxTxnIDLen = 128
+
+// ErrInvalidTxnID reports a transaction uuid or message id that cannot be
+// a transaction's identity.
+var ErrInvalidTxnID = errors.New("invalid transaction id")
+
+// ValidTxnID checks that id can identify a transaction (as a body's uuid
+// or a staged message's Nats-Msg-Id): 1 to MaxTxnIDLen printable ASCII
+// characters without spaces, and not in the namespace of AnonymousTxnID
+// ("seq-", in any case), which only the committer assigns.
+func ValidTxnID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty", ErrInvalidTxnID)
+	case len(id) > MaxTxnIDLen:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidTxnID, len(id), MaxTxnIDLen)
+	case strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		return fmt.Errorf("%w: %q has a character outside printable ASCII", ErrInvalidTxnID, id)
+	case len(id) >= len(anonymousPrefix) && strings.EqualFold(id[:len(anonymousPrefix)], anonymousPrefix):
+		return fmt.Errorf("%w: %q: the %q prefix is reserved for messages with no identity", ErrInvalidTxnID, id, anonymousPrefix)
+	}
+	return nil
+}

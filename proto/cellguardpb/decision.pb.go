@@ -112,6 +112,12 @@ const (
 	// Deciding failed for a reason outside the transaction (e.g. the
 	// dataset's storage could not be written); retryable.
 	Reason_INTERNAL Reason = 12
+	// The dataset is published for a reader that cannot read the result:
+	// a DataOverlay on a dataset that serves Lance 8 (LanceDB 0.31 has no
+	// overlay code, so it would read stale base values or fail), or a
+	// CreateIndex on a published dataset (cellguard does not keep index
+	// coverage consistent with later rewrites). Never retryable.
+	Reason_UNSUPPORTED_BY_READERS Reason = 13
 )
 
 // Enum value maps for Reason.
@@ -130,6 +136,7 @@ var (
 		10: "TOO_LARGE",
 		11: "INVALID_DATASET_NAME",
 		12: "INTERNAL",
+		13: "UNSUPPORTED_BY_READERS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":     0,
@@ -145,6 +152,7 @@ var (
 		"TOO_LARGE":              10,
 		"INVALID_DATASET_NAME":   11,
 		"INTERNAL":               12,
+		"UNSUPPORTED_BY_READERS": 13,
 	}
 )
 
@@ -175,6 +183,125 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_decision_proto_rawDescGZIP(), []int{1}
 }
 
+// Readers says which readers a dataset's published versions must serve.
+type Readers int32
+
+const (
+	Readers_READERS_UNSPECIFIED Readers = 0
+	// Lance 8 (LanceDB 0.31, pylance of the same era): no data overlays,
+	// no index maintenance by cellguard. The default for published datasets.
+	Readers_READERS_LANCE8 Readers = 1
+	// cellguard's own readers only: every operation cellguard models.
+	Readers_READERS_CELLGUARD Readers = 2
+)
+
+// Enum value maps for Readers.
+var (
+	Readers_name = map[int32]string{
+		0: "READERS_UNSPECIFIED",
+		1: "READERS_LANCE8",
+		2: "READERS_CELLGUARD",
+	}
+	Readers_value = map[string]int32{
+		"READERS_UNSPECIFIED": 0,
+		"READERS_LANCE8":      1,
+		"READERS_CELLGUARD":   2,
+	}
+)
+
+func (x Readers) Enum() *Readers {
+	p := new(Readers)
+	*p = x
+	return p
+}
+
+func (x Readers) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Readers) Descriptor() protoreflect.EnumDescriptor {
+	return file_decision_proto_enumTypes[2].Descriptor()
+}
+
+func (Readers) Type() protoreflect.EnumType {
+	return &file_decision_proto_enumTypes[2]
+}
+
+func (x Readers) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Readers.Descriptor instead.
+func (Readers) EnumDescriptor() ([]byte, []int) {
+	return file_decision_proto_rawDescGZIP(), []int{2}
+}
+
+// DatasetConfig is a dataset's configuration, fixed at creation (or
+// adoption) and carried on its first committed record.
+type DatasetConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gocloud.dev/blob URL of the dataset's Lance directory (a path,
+	// file://, s3://, mem://). Empty: the dataset is not published.
+	Location string `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
+	// Which readers the published versions serve.
+	Readers Readers `protobuf:"varint,2,opt,name=readers,proto3,enum=cellguard.v1.Readers" json:"readers,omitempty"`
+	// Lance data storage version of the dataset's files ("2.0", "2.1").
+	StorageVersion string `protobuf:"bytes,3,opt,name=storage_version,json=storageVersion,proto3" json:"storage_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DatasetConfig) Reset() {
+	*x = DatasetConfig{}
+	mi := &file_decision_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatasetConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatasetConfig) ProtoMessage() {}
+
+func (x *DatasetConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_decision_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatasetConfig.ProtoReflect.Descriptor instead.
+func (*DatasetConfig) Descriptor() ([]byte, []int) {
+	return file_decision_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DatasetConfig) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *DatasetConfig) GetReaders() Readers {
+	if x != nil {
+		return x.Readers
+	}
+	return Readers_READERS_UNSPECIFIED
+}
+
+func (x *DatasetConfig) GetStorageVersion() string {
+	if x != nil {
+		return x.StorageVersion
+	}
+	return ""
+}
+
 // Violation is one precondition failure: which cells changed, and who
 // changed them.
 type Violation struct {
@@ -199,7 +326,7 @@ type Violation struct {
 
 func (x *Violation) Reset() {
 	*x = Violation{}
-	mi := &file_decision_proto_msgTypes[0]
+	mi := &file_decision_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +338,7 @@ func (x *Violation) String() string {
 func (*Violation) ProtoMessage() {}
 
 func (x *Violation) ProtoReflect() protoreflect.Message {
-	mi := &file_decision_proto_msgTypes[0]
+	mi := &file_decision_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +351,7 @@ func (x *Violation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Violation.ProtoReflect.Descriptor instead.
 func (*Violation) Descriptor() ([]byte, []int) {
-	return file_decision_proto_rawDescGZIP(), []int{0}
+	return file_decision_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Violation) GetPreconditionIndex() uint32 {
@@ -308,13 +435,20 @@ type Decision struct {
 	// For conflicts: the version and uuid of the transaction it conflicts with.
 	ConflictVersion uint64 `protobuf:"varint,12,opt,name=conflict_version,json=conflictVersion,proto3" json:"conflict_version,omitempty"`
 	ConflictTxnUuid string `protobuf:"bytes,13,opt,name=conflict_txn_uuid,json=conflictTxnUuid,proto3" json:"conflict_txn_uuid,omitempty"`
+	// The dataset's configuration: set on the first committed record only
+	// (creation or adoption).
+	DatasetConfig *DatasetConfig `protobuf:"bytes,14,opt,name=dataset_config,json=datasetConfig,proto3" json:"dataset_config,omitempty"`
+	// Adoption only: the cellguard.lance.Manifest bytes of the adopted
+	// Lance version, which becomes the dataset's first state; version is
+	// that manifest's version. Only a dataset's first record may carry it.
+	AdoptedManifest []byte `protobuf:"bytes,15,opt,name=adopted_manifest,json=adoptedManifest,proto3" json:"adopted_manifest,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_decision_proto_msgTypes[1]
+	mi := &file_decision_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +460,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_decision_proto_msgTypes[1]
+	mi := &file_decision_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +473,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_decision_proto_rawDescGZIP(), []int{1}
+	return file_decision_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Decision) GetDataset() string {
@@ -433,6 +567,20 @@ func (x *Decision) GetConflictTxnUuid() string {
 	return ""
 }
 
+func (x *Decision) GetDatasetConfig() *DatasetConfig {
+	if x != nil {
+		return x.DatasetConfig
+	}
+	return nil
+}
+
+func (x *Decision) GetAdoptedManifest() []byte {
+	if x != nil {
+		return x.AdoptedManifest
+	}
+	return nil
+}
+
 // Checkpoint is a full manifest at a version, written to the object store
 // every K versions; start-up loads the latest and replays the log tail.
 type Checkpoint struct {
@@ -451,7 +599,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_decision_proto_msgTypes[2]
+	mi := &file_decision_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +611,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_decision_proto_msgTypes[2]
+	mi := &file_decision_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +624,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_decision_proto_rawDescGZIP(), []int{2}
+	return file_decision_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Checkpoint) GetDataset() string {
@@ -518,7 +666,11 @@ var File_decision_proto protoreflect.FileDescriptor
 
 const file_decision_proto_rawDesc = "" +
 	"\n" +
-	"\x0edecision.proto\x12\fcellguard.v1\"\x82\x02\n" +
+	"\x0edecision.proto\x12\fcellguard.v1\"\x85\x01\n" +
+	"\rDatasetConfig\x12\x1a\n" +
+	"\blocation\x18\x01 \x01(\tR\blocation\x12/\n" +
+	"\areaders\x18\x02 \x01(\x0e2\x15.cellguard.v1.ReadersR\areaders\x12'\n" +
+	"\x0fstorage_version\x18\x03 \x01(\tR\x0estorageVersion\"\x82\x02\n" +
 	"\tViolation\x12-\n" +
 	"\x12precondition_index\x18\x01 \x01(\rR\x11preconditionIndex\x12\x19\n" +
 	"\bfield_id\x18\x02 \x01(\x05R\afieldId\x12\x1f\n" +
@@ -528,7 +680,7 @@ const file_decision_proto_rawDesc = "" +
 	"\vsample_rows\x18\x05 \x03(\rR\n" +
 	"sampleRows\x12'\n" +
 	"\x0fculprit_version\x18\x06 \x01(\x04R\x0eculpritVersion\x12(\n" +
-	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\xe3\x03\n" +
+	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\xd2\x04\n" +
 	"\bDecision\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
 	"\btxn_uuid\x18\x02 \x01(\tR\atxnUuid\x12/\n" +
@@ -545,7 +697,9 @@ const file_decision_proto_rawDesc = "" +
 	" \x01(\tR\amessage\x12!\n" +
 	"\fhead_version\x18\v \x01(\x04R\vheadVersion\x12)\n" +
 	"\x10conflict_version\x18\f \x01(\x04R\x0fconflictVersion\x12*\n" +
-	"\x11conflict_txn_uuid\x18\r \x01(\tR\x0fconflictTxnUuid\"\xa0\x01\n" +
+	"\x11conflict_txn_uuid\x18\r \x01(\tR\x0fconflictTxnUuid\x12B\n" +
+	"\x0edataset_config\x18\x0e \x01(\v2\x1b.cellguard.v1.DatasetConfigR\rdatasetConfig\x12)\n" +
+	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\"\xa0\x01\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x18\n" +
@@ -558,7 +712,7 @@ const file_decision_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMMITTED\x10\x01\x12\x14\n" +
-	"\x10OUTCOME_REJECTED\x10\x02*\xb5\x02\n" +
+	"\x10OUTCOME_REJECTED\x10\x02*\xd1\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PRECONDITION_FAILED\x10\x01\x12\x16\n" +
@@ -573,7 +727,12 @@ const file_decision_proto_rawDesc = "" +
 	"\tTOO_LARGE\x10\n" +
 	"\x12\x18\n" +
 	"\x14INVALID_DATASET_NAME\x10\v\x12\f\n" +
-	"\bINTERNAL\x10\fB\x1dZ\x1bcellguard/proto/cellguardpbb\x06proto3"
+	"\bINTERNAL\x10\f\x12\x1a\n" +
+	"\x16UNSUPPORTED_BY_READERS\x10\r*M\n" +
+	"\aReaders\x12\x17\n" +
+	"\x13READERS_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eREADERS_LANCE8\x10\x01\x12\x15\n" +
+	"\x11READERS_CELLGUARD\x10\x02B\x1dZ\x1bcellguard/proto/cellguardpbb\x06proto3"
 
 var (
 	file_decision_proto_rawDescOnce sync.Once
@@ -587,24 +746,28 @@ func file_decision_proto_rawDescGZIP() []byte {
 	return file_decision_proto_rawDescData
 }
 
-var file_decision_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_decision_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_decision_proto_goTypes = []any{
-	(Outcome)(0),       // 0: cellguard.v1.Outcome
-	(Reason)(0),        // 1: cellguard.v1.Reason
-	(*Violation)(nil),  // 2: cellguard.v1.Violation
-	(*Decision)(nil),   // 3: cellguard.v1.Decision
-	(*Checkpoint)(nil), // 4: cellguard.v1.Checkpoint
+	(Outcome)(0),          // 0: cellguard.v1.Outcome
+	(Reason)(0),           // 1: cellguard.v1.Reason
+	(Readers)(0),          // 2: cellguard.v1.Readers
+	(*DatasetConfig)(nil), // 3: cellguard.v1.DatasetConfig
+	(*Violation)(nil),     // 4: cellguard.v1.Violation
+	(*Decision)(nil),      // 5: cellguard.v1.Decision
+	(*Checkpoint)(nil),    // 6: cellguard.v1.Checkpoint
 }
 var file_decision_proto_depIdxs = []int32{
-	0, // 0: cellguard.v1.Decision.outcome:type_name -> cellguard.v1.Outcome
-	1, // 1: cellguard.v1.Decision.reason:type_name -> cellguard.v1.Reason
-	2, // 2: cellguard.v1.Decision.violations:type_name -> cellguard.v1.Violation
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 0: cellguard.v1.DatasetConfig.readers:type_name -> cellguard.v1.Readers
+	0, // 1: cellguard.v1.Decision.outcome:type_name -> cellguard.v1.Outcome
+	1, // 2: cellguard.v1.Decision.reason:type_name -> cellguard.v1.Reason
+	4, // 3: cellguard.v1.Decision.violations:type_name -> cellguard.v1.Violation
+	3, // 4: cellguard.v1.Decision.dataset_config:type_name -> cellguard.v1.DatasetConfig
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_decision_proto_init() }
@@ -617,8 +780,8 @@ func file_decision_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decision_proto_rawDesc), len(file_decision_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   3,
+			NumEnums:      3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6,29 +6,49 @@
 // and field ids in Lance's own manifest structures (DataFile, DataFragment,
 // DeletionFile, DataOverlayFile), and the committer decides on those alone,
 // so it does not care what is inside the files. This package fills them.
-// Data and overlay files are Arrow IPC files, written and read with
-// github.com/apache/arrow-go/v18. They are not Lance's binary format, so
-// Lance itself cannot scan a table written through this package, though it
-// can read the table's manifests and transactions. Deletion files are real
-// Lance deletion files.
+// Data files are real Lance data files (file format 2.0 or 2.1), written
+// and read with package cellguard/lancefile, so Lance itself (LanceDB
+// 0.31, Lance 8) scans what this package writes; Arrow
+// (github.com/apache/arrow-go/v18) is only the in-memory form of the
+// values going in and out. Overlay files are Lance files too, though only
+// cellguard's readers resolve overlays: Lance 8 has no overlay reader, so
+// a dataset served to it must not hold any. Deletion files are real Lance
+// deletion files.
 //
 // # Layout
 //
 // A Store is rooted at the dataset directory, where `_versions/` also
 // lives, in any gocloud.dev/blob bucket:
 //
-//	data/{random}.arrow                       data files and overlay files
+//	data/{random}.lance                       data files and overlay files
 //	_deletions/{frag}-{read_version}-{id}.bin deletion files (Lance BITMAP form)
 //
-// Each data file holds one record batch with one column per field. Columns
-// are ordered by field id, named after the field, and tagged with the
-// field id in the Arrow field metadata key "cellguard:field_id". The
-// DataFile that names the file lists those field ids and their column
-// indices. Its file_major_version and file_minor_version say 2.1
-// (FileMajorVersion, FileMinorVersion): that is the layout contract the
-// files follow (columns located by column_indices, a field moved out
-// tombstoned as -2), not their byte format. The `.arrow` extension tells our
-// files apart, and a Lance reader fails on them instead of misreading them.
+// Each data file holds one column per field, in field id order, each
+// recorded with its Lance field id in the file's schema; the DataFile
+// that names the file lists those field ids, their column indices, the
+// file's size and its format version as Lance records it
+// (file_major_version/file_minor_version 2/1 for a 2.1 file, 2/0 for
+// 2.0): what the bytes really are.
+//
+// # File versions
+//
+// All data files of a dataset must have the dataset's storage version
+// (its manifest's data_format): Lance reads a table that mixes 2.0 and 2.1
+// files, but then fails every later append or optimize. So the writers
+// never choose a version on their own:
+//
+//   - WriteFragment writes a fragment of a new table, in format 2.1
+//     (NewTableVersion, LanceDB 0.31's default), and creating the table
+//     from such fragments records 2.1 as its data format;
+//   - WriteFragmentFor writes a fragment for a transaction on an existing
+//     version m, in m's format (FileVersion);
+//   - WriteColumns and WriteOverlay write the version of the fragment's
+//     other files (FragmentVersion).
+//
+// Arrow IPC data files (`data/*.arrow`) written by cellguard before it
+// wrote Lance files are still read, told apart by their extension, and
+// never written. Bytes of either format under the other's name fail with a
+// *FormatError; nothing is ever misread.
 //
 // A deletion file is a portable 32-bit roaring bitmap of deleted physical
 // offsets, exactly what Lance writes for large deletion sets. The reader
@@ -51,12 +71,13 @@
 //
 // # Writing
 //
-// Each writer stores one file and returns the protobuf piece a
-// transaction carries. The caller builds the transaction. The files are
+// Each writer stores one file, streaming it to the bucket page by page
+// (the Lance writer holds at most about one page per column), and returns
+// the protobuf piece a transaction carries. The caller builds the transaction. The files are
 // inert until a commit names them, and a file whose transaction is
 // rejected is garbage for a cleaner to collect.
 //
-//	WriteFragment → *lancepb.DataFragment (id 0; the commit assigns it) → Append, Overwrite
+//	WriteFragment, WriteFragmentFor → *lancepb.DataFragment (id 0; the commit assigns it) → Overwrite, Append, Rewrite
 //	WriteColumns  → *lancepb.DataFile for an existing fragment → DataReplacement, Update (REWRITE_COLUMNS), Merge
 //	WriteOverlay  → *lancepb.DataOverlayFile (committed_version 0; the commit stamps it) → DataOverlay
 //	DeleteRows    → *lancepb.DeletionFile (old ∪ new deletions, read_version stamped) → Delete, Update
@@ -73,7 +94,7 @@
 // of its field's coverage bitmap, as Lance specifies. When all fields
 // cover the same offsets it has one shared_offset_bitmap; otherwise it
 // has a bitmap per field (field_coverage), and shorter columns are padded
-// with trailing nulls, because an Arrow record batch has one length.
+// with trailing nulls, because the columns of a file have one length.
 //
 // # Reading
 //
@@ -103,7 +124,10 @@
 // Lance records a column's type as a logical_type string in the schema.
 // Supported types, with the strings real Lance writes: bool, int8, int16,
 // int32, int64, uint8, uint16, uint32, uint64, float (float32), double
-// (float64), string (utf8), large_string, binary and large_binary.
+// (float64), string (utf8), large_string, binary, large_binary, and
+// fixed-size lists of the numeric ones ("fixed_size_list:float:768", an
+// embedding vector). Whole lists may be null; items may not be in what
+// this package writes, but are carried when a file Lance wrote has them.
 // ArrowType and LogicalType convert between them. Nested fields and other
 // types give ErrUnsupported.
 //
@@ -113,19 +137,28 @@
 // does not decode, or whose column type, field id or length disagrees with
 // the manifest, gives a *FormatError, which matches table.ErrMalformed.
 // So does coverage past the end of the fragment, or a deletion file whose
-// count differs from the manifest's. Input that would make the Arrow
-// decoder panic is caught and reported the same way. Missing files and
-// unknown fragments or fields give ErrNotFound. A point read of a deleted
-// row gives ErrDeleted, and an offset past the fragment gives
-// ErrOutOfRange. Bad writer input gives ErrInvalidArgument. Files under
+// count differs from the manifest's. Input that would make the Arrow IPC
+// decoder (legacy data files, Lance's Arrow deletion files) panic is
+// caught and reported the same way. A Lance file in an encoding lancefile
+// does not decode yet, such as the compressed encodings LanceDB writes by
+// default, gives ErrUnsupported wrapping lancefile's error that names the
+// encoding; its values are never guessed. Missing files and unknown
+// fragments or fields give ErrNotFound. A point read of a deleted row
+// gives ErrDeleted, and an offset past the fragment gives ErrOutOfRange.
+// Bad writer input gives ErrInvalidArgument. Files under
 // Manifest.base_paths (DataFile.base_id) give ErrUnsupported.
 //
 // # Memory and concurrency
 //
 // A Store is safe for concurrent use. Files never change once written, so
-// it caches decoded data files and deletion vectors by path, in LRUs
-// bounded by Options. Returned arrays use Go-managed memory, so calling
-// Release on them (or Batch.Release) is allowed but never required.
-// Scanning a fragment with no overlays and no deletions returns the
-// cached column itself, without a copy.
+// it caches by path, in LRUs bounded by Options: the tail of each opened
+// Lance file (footer, schema, column metadata: reopening it costs no
+// I/O), decoded columns, and deletion vectors. Pages are read by range,
+// only for the columns a read asks for. A read of most of a fragment's
+// rows decodes the whole column and caches it; a read of a few rows (under
+// a quarter of the fragment, ReadCells say) takes only the pages holding
+// them and caches nothing. Returned arrays use Go-managed memory, so
+// calling Release on them (or Batch.Release) is allowed but never
+// required. Scanning a fragment with no overlays and no deletions returns
+// the cached column itself, without a copy.
 package data

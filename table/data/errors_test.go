@@ -101,10 +101,13 @@ func TestReadErrors(t *testing.T) {
 		frag   *lancepb.DataFragment
 		want   error // a sentinel; nil means a *FormatError
 	}{
-		{"missing file", testFields, frag(3, edit(goodFile, func(d *lancepb.DataFile) { d.Path = "gone.arrow" })), data.ErrNotFound},
-		{"garbage", testFields, frag(3, plant("garbage.arrow", []byte("definitely not arrow"))), nil},
-		{"truncated", testFields, frag(3, plant("truncated.arrow", raw[:len(raw)/2])), nil},
-		{"empty file", testFields, frag(3, plant("empty.arrow", nil)), nil},
+		{"missing file", testFields, frag(3, edit(goodFile, func(d *lancepb.DataFile) { d.Path = "gone.lance" })), data.ErrNotFound},
+		{"garbage", testFields, frag(3, plant("garbage.lance", []byte("definitely not lance"))), nil},
+		{"truncated", testFields, frag(3, plant("truncated.lance", raw[:len(raw)/2])), nil},
+		{"tail only", testFields, frag(3, plant("tail.lance", raw[len(raw)-100:])), nil},
+		{"empty file", testFields, frag(3, plant("empty.lance", nil)), nil},
+		{"legacy garbage", testFields, frag(3, plant("garbage.arrow", []byte("definitely not arrow"))), nil},
+		{"Lance bytes named .arrow", testFields, frag(3, plant("lance.arrow", raw)), nil},
 		{"wrong length", testFields, frag(4, goodFile), nil},
 		{"wrong type", strSchema, frag(3, goodFile), nil},
 		{"column out of range", testFields, frag(3, edit(goodFile, func(d *lancepb.DataFile) { d.ColumnIndices = []int32{5} })), nil},
@@ -118,7 +121,7 @@ func TestReadErrors(t *testing.T) {
 		{"no coverage", testFields, withOverlay(frag(3, goodFile), &lancepb.DataOverlayFile{DataFile: goodFile}), nil},
 		{"bad deletion file", testFields, withDeletion(frag(3, goodFile), badBitmap), nil},
 		{"deletion past the end", testFields, withDeletion(frag(3, goodFile), beyond), nil},
-		{"arrow deletion of int64", testFields, withDeletion(frag(3, goodFile), arrowDel), nil},
+		{"arrow deletion that is a Lance file", testFields, withDeletion(frag(3, goodFile), arrowDel), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

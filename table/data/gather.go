@@ -3,6 +3,8 @@ package data
 import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // pick says where one output value comes from: row row of source src, or
@@ -49,6 +51,8 @@ func gather(t arrow.DataType, srcs []arrow.Array, picks []pick) arrow.Array {
 		return gatherT[[]byte, *array.Binary](array.NewBinaryBuilder(alloc, arrow.BinaryTypes.Binary), srcs, picks)
 	case arrow.LARGE_BINARY:
 		return gatherT[[]byte, *array.LargeBinary](array.NewBinaryBuilder(alloc, arrow.BinaryTypes.LargeBinary), srcs, picks)
+	case arrow.FIXED_SIZE_LIST:
+		return gatherFixedSizeList(t.(*arrow.FixedSizeListType), srcs, picks)
 	}
 	panic("data: gather: unsupported type " + t.String()) // callers check types first
 }
@@ -83,4 +87,63 @@ func gatherT[T any, A valuer[T]](b appender[T], srcs []arrow.Array, picks []pick
 		b.Append(a.Value(int(p.row)))
 	}
 	return b.NewArray()
+}
+
+// gatherFixedSizeList is gather for a fixed-size list of fixed-width items
+// (an embedding vector): it copies each picked list's item bytes and, when
+// a source has null items (Lance 2.0 files LanceDB wrote may), their
+// validity. Writers refuse null items, so a list of this package's files
+// has none.
+func gatherFixedSizeList(t *arrow.FixedSizeListType, srcs []arrow.Array, picks []pick) arrow.Array {
+	dim := int(t.Len())
+	itemWidth := t.Elem().(arrow.FixedWidthDataType).BitWidth() / 8
+	n := len(picks)
+	values := make([]byte, n*dim*itemWidth)
+	valid := make([]byte, bitutil.BytesForBits(int64(n)))
+	var itemValid []byte // nil while no source has null items
+	for _, s := range srcs {
+		if s.(*array.FixedSizeList).ListValues().NullN() > 0 {
+			itemValid = make([]byte, bitutil.BytesForBits(int64(n*dim)))
+			break
+		}
+	}
+	nulls, itemNulls := 0, 0
+	for i, p := range picks {
+		if p.src == noSource || srcs[p.src].IsNull(int(p.row)) {
+			nulls++
+			itemNulls += dim
+			continue
+		}
+		bitutil.SetBit(valid, i)
+		src := srcs[p.src].(*array.FixedSizeList)
+		items := src.ListValues()
+		first := (src.Data().Offset() + int(p.row)) * dim // index into items
+		start := (items.Data().Offset() + first) * itemWidth
+		copy(values[i*dim*itemWidth:], items.Data().Buffers()[1].Bytes()[start:start+dim*itemWidth])
+		if itemValid == nil {
+			continue
+		}
+		for k := range dim {
+			if items.IsNull(first + k) {
+				itemNulls++
+			} else {
+				bitutil.SetBit(itemValid, i*dim+k)
+			}
+		}
+	}
+	var childValidity *memory.Buffer
+	if itemValid != nil {
+		childValidity = memory.NewBufferBytes(itemValid)
+	} else {
+		itemNulls = 0 // items under null lists are not null themselves
+	}
+	child := array.NewData(t.Elem(), n*dim, []*memory.Buffer{childValidity, memory.NewBufferBytes(values)}, nil, itemNulls, 0)
+	defer child.Release()
+	var validity *memory.Buffer
+	if nulls > 0 {
+		validity = memory.NewBufferBytes(valid)
+	}
+	d := array.NewData(t, n, []*memory.Buffer{validity}, []arrow.ArrayData{child}, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
 }

@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"math"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -62,7 +63,7 @@ func FuzzDecodeIPC(f *testing.F) {
 	bb := array.NewBooleanBuilder(alloc)
 	bb.AppendValues([]bool{true, false, true}, nil)
 	good, err := encodeIPC([]arrow.Field{
-		arrowField(field, arrow.BinaryTypes.String),
+		legacyField(field, arrow.BinaryTypes.String),
 		{Name: "i", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean},
 	}, []arrow.Array{sb.NewArray(), ib.NewArray(), bb.NewArray()}, 3)
@@ -107,4 +108,55 @@ func FuzzDecodeIPC(f *testing.F) {
 		}
 		_, _ = decodeDeletionArrow("fuzz.arrow", b)
 	})
+}
+
+// TestGatherFixedSizeList gathers vectors from sliced sources, with null
+// lists and null items (as Lance 2.0 files LanceDB wrote may hold), and
+// compares with the same values built directly.
+func TestGatherFixedSizeList(t *testing.T) {
+	typ := arrow.FixedSizeListOf(3, arrow.PrimitiveTypes.Float32)
+	// build makes a vector array; a nil row is a null list, NaN a null item.
+	build := func(rows ...[]float32) arrow.Array {
+		b := array.NewFixedSizeListBuilderWithField(alloc, 3, typ.ElemField())
+		defer b.Release()
+		vb := b.ValueBuilder().(*array.Float32Builder)
+		for _, r := range rows {
+			if r == nil {
+				b.AppendNull()
+				continue
+			}
+			b.Append(true)
+			for _, v := range r {
+				if v != v {
+					vb.AppendNull()
+				} else {
+					vb.Append(v)
+				}
+			}
+		}
+		return b.NewArray()
+	}
+	nan := float32(math.NaN())
+	a := build([]float32{9, 9, 9}, []float32{1, nan, 3}, nil, []float32{4, 5, 6})
+	sliced := array.NewSlice(a, 1, 4) // [1 _ 3], null, [4 5 6]
+	plain := build([]float32{7, 8, 9})
+	for _, tc := range []struct {
+		name  string
+		srcs  []arrow.Array
+		picks []pick
+		want  arrow.Array
+	}{
+		{"null items", []arrow.Array{sliced, plain}, []pick{{0, 2}, {1, 0}, {noSource, 0}, {0, 0}, {0, 1}},
+			build([]float32{4, 5, 6}, []float32{7, 8, 9}, nil, []float32{1, nan, 3}, nil)},
+		{"no null items", []arrow.Array{plain}, []pick{{0, 0}, {noSource, 0}, {0, 0}},
+			build([]float32{7, 8, 9}, nil, []float32{7, 8, 9})},
+	} {
+		got := gather(typ, tc.srcs, tc.picks)
+		if err := got.(*array.FixedSizeList).ValidateFull(); err != nil {
+			t.Errorf("%s: invalid array: %v", tc.name, err)
+		}
+		if !array.Equal(got, tc.want) {
+			t.Errorf("%s: gather = %v; want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -1,65 +1,25 @@
 package data
 
 import (
-	"bytes"
 	"fmt"
-	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"cellguard/proto/lancepb"
 )
 
-// fieldIDKey is the Arrow field metadata key under which our files record
-// the Lance field id of each column, so a file can be checked against the
-// manifest that names it.
+// This file reads the Arrow IPC data files that cellguard wrote before it
+// wrote Lance files (named *.arrow), so that datasets written then stay
+// readable. Nothing writes them any more.
+
+// fieldIDKey is the Arrow field metadata key under which those files
+// record the Lance field id of each column.
 const fieldIDKey = "cellguard:field_id"
 
 // alloc is the allocator for every array this package makes. Go-managed
 // memory means callers may, but need not, Release what they receive.
 var alloc = memory.NewGoAllocator()
-
-// arrowField returns the Arrow field of a column holding Lance field f.
-func arrowField(f *lancepb.Field, t arrow.DataType) arrow.Field {
-	md := arrow.NewMetadata([]string{fieldIDKey}, []string{strconv.FormatInt(int64(f.GetId()), 10)})
-	return arrow.Field{Name: f.GetName(), Type: t, Nullable: f.GetNullable(), Metadata: md}
-}
-
-// columnFieldID returns the field id an Arrow field records, if any.
-func columnFieldID(f arrow.Field) (int32, bool) {
-	i := f.Metadata.FindKey(fieldIDKey)
-	if i < 0 {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(f.Metadata.Values()[i], 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return int32(id), true
-}
-
-// encodeIPC writes cols, which must have nrows rows each, as an Arrow IPC
-// file of one record batch.
-func encodeIPC(fields []arrow.Field, cols []arrow.Array, nrows int) ([]byte, error) {
-	schema := arrow.NewSchema(fields, nil)
-	rec := array.NewRecordBatch(schema, cols, int64(nrows))
-	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(alloc))
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Write(rec); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // ipcFile is a decoded Arrow IPC file: its schema and, per column, all its
 // record batches concatenated. It is immutable and may be shared.
@@ -170,4 +130,31 @@ func checkArray(a arrow.Array) string {
 		}
 	}
 	return ""
+}
+
+// column returns column idx of file f, or the column recording field id
+// when idx is -1, checking that it holds field id with type t.
+func column(path string, f *ipcFile, idx, id int32, t arrow.DataType) (arrow.Array, error) {
+	if idx < 0 {
+		for i, af := range f.schema.Fields() {
+			if got, ok := fieldIDOf(af, fieldIDKey); ok && got == id {
+				idx = int32(i)
+				break
+			}
+		}
+		if idx < 0 {
+			return nil, formatErr(path, nil, "no column for field %d", id)
+		}
+	}
+	if int(idx) >= len(f.cols) {
+		return nil, formatErr(path, nil, "column %d for field %d, file has %d columns", idx, id, len(f.cols))
+	}
+	af := f.schema.Field(int(idx))
+	if got, ok := fieldIDOf(af, fieldIDKey); ok && got != id {
+		return nil, formatErr(path, nil, "column %d holds field %d, manifest says field %d", idx, got, id)
+	}
+	if !arrow.TypeEqual(af.Type, t) {
+		return nil, formatErr(path, nil, "column %d (field %d) has type %s, schema says %s", idx, id, af.Type, t)
+	}
+	return f.cols[idx], nil
 }

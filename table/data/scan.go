@@ -141,10 +141,14 @@ func fieldTypes(op string, m *table.Manifest, fields []int32) ([]arrow.DataType,
 // in range. sorted says offsets ascend (without repeats), which lets
 // overlays be applied by walking their coverage.
 func (s *Store) resolve(ctx context.Context, frag *table.Fragment, id int32, t arrow.DataType, offsets []uint32, sorted bool) (arrow.Array, error) {
-	var base arrow.Array
+	var base fileColumn
 	if loc, ok := frag.Locate(id); ok {
+		var take []uint32
+		if uint64(len(offsets))*sparseRead < frag.PhysicalRows() {
+			take = offsets
+		}
 		var err error
-		if base, err = s.baseColumn(ctx, frag, id, t, loc); err != nil {
+		if base, err = s.baseColumn(ctx, frag, id, t, loc, take); err != nil {
 			return nil, err
 		}
 	}
@@ -162,22 +166,28 @@ func (s *Store) resolve(ctx context.Context, frag *table.Fragment, id int32, t a
 			layers = append(layers, layer{col, cov})
 		}
 	}
-	if base != nil && len(layers) == 0 && sorted && uint64(len(offsets)) == frag.PhysicalRows() {
+	if base.whole && len(layers) == 0 && sorted && uint64(len(offsets)) == frag.PhysicalRows() {
 		// Every row, straight from the base file: share it.
-		base.Retain()
-		return base, nil
+		base.arr.Retain()
+		return base.arr, nil
 	}
 
 	var srcs []arrow.Array
 	picks := make([]pick, len(offsets))
-	if base != nil {
-		srcs = append(srcs, base)
+	switch {
+	case base.arr == nil:
+		for i := range picks {
+			picks[i] = pick{src: noSource}
+		}
+	case base.whole:
+		srcs = append(srcs, base.arr)
 		for i, o := range offsets {
 			picks[i] = pick{src: 0, row: o}
 		}
-	} else {
-		for i := range picks {
-			picks[i] = pick{src: noSource}
+	default: // the base holds the values of offsets, in order
+		srcs = append(srcs, base.arr)
+		for i := range offsets {
+			picks[i] = pick{src: 0, row: uint32(i)}
 		}
 	}
 	for _, l := range layers {
@@ -187,6 +197,11 @@ func (s *Store) resolve(ctx context.Context, frag *table.Fragment, id int32, t a
 	}
 	return gather(t, srcs, picks), nil
 }
+
+// sparseRead: a read of fewer than one row in sparseRead of a fragment
+// takes only those rows from its data file (decoding only their pages)
+// instead of decoding and caching the whole column.
+const sparseRead = 4
 
 // byPrecedence returns overlays from oldest to newest: by committed
 // version, and by list position between equal versions. Applying them in
@@ -225,24 +240,14 @@ func applyOverlay(picks []pick, offsets []uint32, sorted bool, cov *roaring.Bitm
 }
 
 // baseColumn returns the column of the base data file at loc that holds
-// field id of frag, checked against the manifest.
-func (s *Store) baseColumn(ctx context.Context, frag *table.Fragment, id int32, t arrow.DataType, loc table.Location) (arrow.Array, error) {
+// field id of frag, checked against the manifest: all of it, or only the
+// rows in take when take is not nil and the column is not cached.
+func (s *Store) baseColumn(ctx context.Context, frag *table.Fragment, id int32, t arrow.DataType, loc table.Location, take []uint32) (fileColumn, error) {
 	const op = "read data file"
 	if loc.BaseID != 0 {
-		return nil, errorf(op, ErrUnsupported, "fragment %d: data file %s under base path %d", frag.ID(), loc.Path, loc.BaseID)
+		return fileColumn{}, errorf(op, ErrUnsupported, "fragment %d: data file %s under base path %d", frag.ID(), loc.Path, loc.BaseID)
 	}
-	f, err := s.dataFile(ctx, op, loc.Path)
-	if err != nil {
-		return nil, err
-	}
-	col, err := column(dataDir+loc.Path, f, loc.Column, id, t)
-	if err != nil {
-		return nil, err
-	}
-	if uint64(col.Len()) != frag.PhysicalRows() {
-		return nil, formatErr(dataDir+loc.Path, nil, "field %d has %d rows, fragment %d has %d", id, col.Len(), frag.ID(), frag.PhysicalRows())
-	}
-	return col, nil
+	return s.readColumn(ctx, op, loc.Path, loc.Column, id, t, int64(frag.PhysicalRows()), take)
 }
 
 // overlayColumn returns the values and the coverage of field id in overlay
@@ -278,49 +283,19 @@ func (s *Store) overlayColumn(ctx context.Context, frag *table.Fragment, ov *lan
 	if df.BaseId != nil {
 		return nil, nil, errorf(op, ErrUnsupported, "fragment %d: overlay file %s under base path %d", frag.ID(), df.GetPath(), df.GetBaseId())
 	}
-	f, err := s.dataFile(ctx, op, df.GetPath())
-	if err != nil {
-		return nil, nil, err
-	}
 	colIdx := int32(-1)
 	if ci := df.GetColumnIndices(); k < len(ci) {
 		colIdx = ci[k]
 	}
-	col, err := column(path, f, colIdx, id, t)
+	fc, err := s.readColumn(ctx, op, df.GetPath(), colIdx, id, t, -1, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	col := fc.arr
 	if uint64(col.Len()) < cov.GetCardinality() {
 		return nil, nil, formatErr(path, nil, "field %d has %d values for %d covered cells", id, col.Len(), cov.GetCardinality())
 	}
 	return col, cov, nil
-}
-
-// column returns column idx of file f, or the column recording field id
-// when idx is -1, checking that it holds field id with type t.
-func column(path string, f *ipcFile, idx, id int32, t arrow.DataType) (arrow.Array, error) {
-	if idx < 0 {
-		for i, af := range f.schema.Fields() {
-			if got, ok := columnFieldID(af); ok && got == id {
-				idx = int32(i)
-				break
-			}
-		}
-		if idx < 0 {
-			return nil, formatErr(path, nil, "no column for field %d", id)
-		}
-	}
-	if int(idx) >= len(f.cols) {
-		return nil, formatErr(path, nil, "column %d for field %d, file has %d columns", idx, id, len(f.cols))
-	}
-	af := f.schema.Field(int(idx))
-	if got, ok := columnFieldID(af); ok && got != id {
-		return nil, formatErr(path, nil, "column %d holds field %d, manifest says field %d", idx, got, id)
-	}
-	if !arrow.TypeEqual(af.Type, t) {
-		return nil, formatErr(path, nil, "column %d (field %d) has type %s, schema says %s", idx, id, af.Type, t)
-	}
-	return f.cols[idx], nil
 }
 
 // ascending reports whether offsets strictly ascend.

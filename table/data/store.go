@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// datasets
 	_ "gocloud.dev/blob/memblob"  // mem:// datasets, for tests
@@ -28,9 +29,10 @@ const (
 
 // Options tunes a Store. The zero Options means all defaults.
 type Options struct {
-	// CacheBytes bounds the memory held by decoded data and overlay files
-	// kept for later reads. Zero means DefaultCacheBytes; negative turns
-	// the cache off.
+	// CacheBytes bounds the memory held by decoded columns of data and
+	// overlay files kept for later reads (and, apart, by the metadata of
+	// opened files: a sixteenth of it). Zero means DefaultCacheBytes;
+	// negative turns the cache off.
 	CacheBytes int64
 	// DeletionCacheBytes bounds the memory held by decoded deletion
 	// vectors. Zero means DefaultDeletionCacheBytes; negative turns the
@@ -42,7 +44,9 @@ type Options struct {
 // rooted at the dataset's directory. It is safe for concurrent use.
 type Store struct {
 	bucket    *blob.Bucket
-	files     *cache[*ipcFile]
+	metas     *cache[*lanceMeta]  // opened Lance files: size and tail
+	columns   *cache[arrow.Array] // decoded columns of Lance files
+	legacy    *cache[*ipcFile]    // decoded Arrow IPC files of older cellguards
 	deletions *cache[*roaring.Bitmap]
 }
 
@@ -61,6 +65,11 @@ type Store struct {
 // every scheme but file, the URL path becomes the key prefix of the
 // dataset root.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
+	return OpenWith(ctx, urlstr, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, urlstr string, opts Options) (*Store, error) {
 	u, err := datasetURL(urlstr)
 	if err != nil {
 		return nil, err
@@ -69,16 +78,19 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data: open %s: %w", urlstr, err)
 	}
-	return NewStore(b, Options{}), nil
+	return NewStore(b, opts), nil
 }
 
 // NewStore returns a Store over b, which must be rooted at the dataset
 // directory (see blob.PrefixedBucket). The Store takes ownership of b and
 // closes it on Close.
 func NewStore(b *blob.Bucket, opts Options) *Store {
+	files := orDefault(opts.CacheBytes, DefaultCacheBytes)
 	return &Store{
 		bucket:    b,
-		files:     newCache[*ipcFile](orDefault(opts.CacheBytes, DefaultCacheBytes)),
+		metas:     newCache[*lanceMeta](files / 16),
+		columns:   newCache[arrow.Array](files),
+		legacy:    newCache[*ipcFile](files),
 		deletions: newCache[*roaring.Bitmap](orDefault(opts.DeletionCacheBytes, DefaultDeletionCacheBytes)),
 	}
 }
@@ -130,12 +142,17 @@ func datasetURL(s string) (string, error) {
 func (s *Store) read(ctx context.Context, op, key string) ([]byte, error) {
 	b, err := s.bucket.ReadAll(ctx, key)
 	if err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			return nil, errorf(op, ErrNotFound, "%s", key)
-		}
-		return nil, fmt.Errorf("data: %s: read %s: %w", op, key, err)
+		return nil, s.readErr(op, key, err)
 	}
 	return b, nil
+}
+
+// readErr classifies an error of the bucket reading key.
+func (s *Store) readErr(op, key string, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return errorf(op, ErrNotFound, "%s", key)
+	}
+	return fmt.Errorf("data: %s: read %s: %w", op, key, err)
 }
 
 // write stores b at key, relative to the dataset root. The object appears
@@ -145,23 +162,4 @@ func (s *Store) write(ctx context.Context, op, key string, b []byte) error {
 		return fmt.Errorf("data: %s: write %s: %w", op, key, err)
 	}
 	return nil
-}
-
-// dataFile returns the decoded data or overlay file at path, relative to
-// the data directory.
-func (s *Store) dataFile(ctx context.Context, op, path string) (*ipcFile, error) {
-	key := dataDir + path
-	if f, ok := s.files.get(key); ok {
-		return f, nil
-	}
-	b, err := s.read(ctx, op, key)
-	if err != nil {
-		return nil, err
-	}
-	f, err := decodeIPC(key, b)
-	if err != nil {
-		return nil, err
-	}
-	s.files.put(key, f, f.size)
-	return f, nil
 }

@@ -53,7 +53,7 @@ func TestFileLayout(t *testing.T) {
 	for f := range want {
 		t.Errorf("missing file %s", f)
 	}
-	if p := frag.GetFiles()[0].GetPath(); !regexp.MustCompile(`^[0-9a-f]{32}\.arrow$`).MatchString(p) {
-		t.Errorf("data file path %q; want a random name ending in .arrow", p)
+	if p := frag.GetFiles()[0].GetPath(); !regexp.MustCompile(`^[0-9a-f]{32}\.lance$`).MatchString(p) {
+		t.Errorf("data file path %q; want a random name ending in .lance", p)
 	}
 }

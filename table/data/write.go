@@ -5,33 +5,28 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"cellguard/lancefile"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 )
 
-// Version numbers recorded in DataFile.file_major_version and
-// file_minor_version for the files this package writes: 2.1, the version
-// current Lance writes. They tell Lance's manifest rules (and table.Apply)
-// that the file follows the v2 layout rules: one column per field located
-// by column_indices, fields moved out tombstoned as -2. Those are the rules
-// our files follow. The bytes are Arrow IPC, not Lance's v2 encoding: our
-// files are told apart by their `.arrow` extension, and a Lance reader
-// that opens one fails on the missing "LANC" footer magic rather than
-// misreading it. (0/0 would mark a legacy v1 file, whose columns cannot be
-// tombstoned or replaced one at a time.)
-const (
-	FileMajorVersion = 2
-	FileMinorVersion = 1
-)
+// fileExt is the extension of every data and overlay file we write, as
+// Lance names its data files.
+const fileExt = ".lance"
 
-// fileExt is the extension of every data and overlay file we write.
-const fileExt = ".arrow"
+// NewTableVersion is the Lance file format version of the files of a new
+// table: 2.1, the default of Lance 8 (LanceDB 0.31).
+const NewTableVersion = lancefile.V2_1
 
 // Cells are new values for some cells of one field of a fragment.
 type Cells struct {
@@ -44,13 +39,34 @@ type Cells struct {
 }
 
 // WriteFragment writes cols (field id → values, all of one length) as one
-// data file and returns a new fragment holding it, with id 0 for the
-// commit to assign. Every field must be in schema and have a supported
-// type equal to its values' Arrow type; fields of the schema missing from
-// cols read as NULL. Append the fragment with an Append (or Overwrite)
-// transaction.
+// data file of a new table (format NewTableVersion, 2.1) and returns a
+// new fragment holding it, with id 0 for the commit to assign. Every
+// field must be in schema and have a supported type equal to its values'
+// Arrow type; fields of the schema missing from cols read as NULL. Create
+// the table with the fragments in an Overwrite transaction. To add
+// fragments to an existing dataset, use WriteFragmentFor.
 func (s *Store) WriteFragment(ctx context.Context, schema *table.Schema, cols map[int32]arrow.Array) (*lancepb.DataFragment, error) {
+	return s.writeFragment(ctx, "write fragment", NewTableVersion, schema, cols)
+}
+
+// WriteFragmentFor is WriteFragment for a transaction that reads version m
+// of an existing dataset (Append, Overwrite, Rewrite): the file has m's
+// storage version (see FileVersion), so that all the dataset's files
+// share it. A nil schema means m's; pass the schema the transaction
+// commits when it differs (an Overwrite with a new schema).
+func (s *Store) WriteFragmentFor(ctx context.Context, m *table.Manifest, schema *table.Schema, cols map[int32]arrow.Array) (*lancepb.DataFragment, error) {
 	const op = "write fragment"
+	v, err := FileVersion(m)
+	if err != nil {
+		return nil, err
+	}
+	if schema == nil {
+		schema = m.Schema()
+	}
+	return s.writeFragment(ctx, op, v, schema, cols)
+}
+
+func (s *Store) writeFragment(ctx context.Context, op string, v lancefile.Version, schema *table.Schema, cols map[int32]arrow.Array) (*lancepb.DataFragment, error) {
 	rows, err := commonLength(op, cols)
 	if err != nil {
 		return nil, err
@@ -58,7 +74,7 @@ func (s *Store) WriteFragment(ctx context.Context, schema *table.Schema, cols ma
 	if rows == 0 {
 		return nil, errorf(op, ErrInvalidArgument, "no rows")
 	}
-	df, err := s.writeColumns(ctx, op, schema, cols, rows, false)
+	df, err := s.writeColumns(ctx, op, v, schema, cols, rows, false)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +85,8 @@ func (s *Store) WriteFragment(ctx context.Context, schema *table.Schema, cols ma
 // field id → values for every physical row, deleted ones included. It
 // returns the data file for a DataReplacement or a REWRITE_COLUMNS Update
 // (or a Merge that adds the fields). New fields must be in schema: pass
-// the schema the transaction commits.
+// the schema the transaction commits. The file has the Lance version of
+// the fragment's other files (see FragmentVersion).
 func (s *Store) WriteColumns(ctx context.Context, schema *table.Schema, frag *table.Fragment, cols map[int32]arrow.Array) (*lancepb.DataFile, error) {
 	const op = "write columns"
 	rows, err := commonLength(op, cols)
@@ -79,7 +96,32 @@ func (s *Store) WriteColumns(ctx context.Context, schema *table.Schema, frag *ta
 	if uint64(rows) != frag.PhysicalRows() {
 		return nil, errorf(op, ErrInvalidArgument, "fragment %d has %d physical rows, columns have %d", frag.ID(), frag.PhysicalRows(), rows)
 	}
-	return s.writeColumns(ctx, op, schema, cols, rows, false)
+	v, err := FragmentVersion(frag)
+	if err != nil {
+		return nil, err
+	}
+	return s.writeColumns(ctx, op, v, schema, cols, rows, false)
+}
+
+// FragmentVersion returns the Lance file version of the data files of
+// frag, which is the dataset's storage version: the version a file
+// written for the fragment must have. A fragment without data files
+// gives NewTableVersion; files of different or unknown versions give
+// ErrUnsupported.
+func FragmentVersion(frag *table.Fragment) (lancefile.Version, error) {
+	v, seen := NewTableVersion, false
+	for _, df := range frag.Files() {
+		fv, ok := fileVersion(df.GetFileMajorVersion(), df.GetFileMinorVersion())
+		switch {
+		case !ok:
+			return 0, errorf("file version", ErrUnsupported, "fragment %d: data file %s has file version %d.%d; this package writes 2.0 and 2.1",
+				frag.ID(), df.GetPath(), df.GetFileMajorVersion(), df.GetFileMinorVersion())
+		case seen && fv != v:
+			return 0, errorf("file version", ErrUnsupported, "fragment %d mixes file versions %s and %s", frag.ID(), v, fv)
+		}
+		v, seen = fv, true
+	}
+	return v, nil
 }
 
 // WriteOverlay writes an overlay of frag: new values for the given cells,
@@ -90,7 +132,8 @@ func (s *Store) WriteColumns(ctx context.Context, schema *table.Schema, frag *ta
 // stored in offset order, the value of offset o at rank(o) in the field's
 // coverage.
 //
-// Arrow IPC columns have one length per file, so when fields cover
+// The file is a Lance file of the fragment's version (see
+// FragmentVersion). Its columns have one length, so when fields cover
 // different numbers of cells the shorter columns are padded with nulls
 // after their last value; readers never look past a field's coverage.
 func (s *Store) WriteOverlay(ctx context.Context, schema *table.Schema, frag *table.Fragment, cells map[int32]Cells) (*lancepb.DataOverlayFile, error) {
@@ -114,7 +157,11 @@ func (s *Store) WriteOverlay(ctx context.Context, schema *table.Schema, frag *ta
 			vals[id] = pad(v, rows)
 		}
 	}
-	df, err := s.writeColumns(ctx, op, schema, vals, rows, true)
+	v, err := FragmentVersion(frag)
+	if err != nil {
+		return nil, err
+	}
+	df, err := s.writeColumns(ctx, op, v, schema, vals, rows, true)
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +288,14 @@ func commonLength(op string, cols map[int32]arrow.Array) (int, error) {
 }
 
 // writeColumns checks cols against schema and writes them, in field id
-// order, as one Arrow IPC file of rows rows under data/. Overlay files
-// (overlay) may hold nulls in non-nullable fields, as padding.
-func (s *Store) writeColumns(ctx context.Context, op string, schema *table.Schema, cols map[int32]arrow.Array, rows int, overlay bool) (*lancepb.DataFile, error) {
+// order, as one Lance file of version v with rows rows under data/,
+// streaming: the Lance writer sends each page to the bucket as it fills.
+// Overlay files (overlay) may hold nulls in non-nullable fields, as
+// padding. A failed write leaves no object behind.
+func (s *Store) writeColumns(ctx context.Context, op string, v lancefile.Version, schema *table.Schema, cols map[int32]arrow.Array, rows int, overlay bool) (*lancepb.DataFile, error) {
 	ids := slices.Sorted(maps.Keys(cols))
 	fields := make([]arrow.Field, len(ids))
 	arrays := make([]arrow.Array, len(ids))
-	colIdx := make([]int32, len(ids))
 	for i, id := range ids {
 		c := cols[id]
 		if !overlay { // overlay values were checked before padding
@@ -257,27 +305,53 @@ func (s *Store) writeColumns(ctx context.Context, op string, schema *table.Schem
 		}
 		f, _ := schema.Field(id)
 		t, _ := ArrowType(f.GetLogicalType())
-		fields[i] = arrowField(f, t)
-		fields[i].Nullable = fields[i].Nullable || overlay
+		fields[i] = arrow.Field{Name: f.GetName(), Type: t, Nullable: f.GetNullable() || overlay}
 		arrays[i] = c
-		colIdx[i] = int32(i)
 	}
-	b, err := encodeIPC(fields, arrays, rows)
-	if err != nil {
-		return nil, errorf(op, ErrInvalidArgument, "encode Arrow IPC: %v", err)
-	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrays, int64(rows))
+	defer rec.Release()
 	name := newFileName()
-	if err := s.write(ctx, op, dataDir+name, b); err != nil {
+	fi, err := s.writeLance(ctx, op, dataDir+name, v, rec, ids)
+	if err != nil {
 		return nil, err
 	}
-	return &lancepb.DataFile{
-		Path:             name,
-		Fields:           ids,
-		ColumnIndices:    colIdx,
-		FileMajorVersion: FileMajorVersion,
-		FileMinorVersion: FileMinorVersion,
-		FileSizeBytes:    uint64(len(b)),
-	}, nil
+	return fi.DataFile(name), nil
+}
+
+// writeLance writes rec as a Lance file at key. The object appears whole
+// or not at all: on any error the bucket write is aborted.
+func (s *Store) writeLance(ctx context.Context, op, key string, v lancefile.Version, rec arrow.RecordBatch, ids []int32) (lancefile.FileInfo, error) {
+	wctx, abort := context.WithCancel(ctx)
+	defer abort()
+	bw, err := s.bucket.NewWriter(wctx, key, nil)
+	if err != nil {
+		return lancefile.FileInfo{}, fmt.Errorf("data: %s: write %s: %w", op, key, err)
+	}
+	fi, err := encodeLance(bw, v, rec, ids)
+	if err != nil {
+		abort()
+		_ = bw.Close() // the write is aborted; its error says only that
+		var in *lancefile.InputError
+		if errors.As(err, &in) {
+			return lancefile.FileInfo{}, errorf(op, ErrInvalidArgument, "%v", err)
+		}
+		return lancefile.FileInfo{}, fmt.Errorf("data: %s: write %s: %w", op, key, err)
+	}
+	if err := bw.Close(); err != nil {
+		return lancefile.FileInfo{}, fmt.Errorf("data: %s: write %s: %w", op, key, err)
+	}
+	return fi, nil
+}
+
+func encodeLance(w io.Writer, v lancefile.Version, rec arrow.RecordBatch, ids []int32) (lancefile.FileInfo, error) {
+	lw, err := lancefile.NewWriter(w, rec.Schema(), ids, lancefile.WriterOptions{Version: v})
+	if err != nil {
+		return lancefile.FileInfo{}, err
+	}
+	if err := lw.Write(rec); err != nil {
+		return lancefile.FileInfo{}, err
+	}
+	return lw.Close()
 }
 
 // newFileName returns a fresh random data file name.

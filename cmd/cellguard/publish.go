@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cellguard/internal/declog"
+	lancepub "cellguard/internal/publish"
+	"cellguard/internal/retry"
+	"cellguard/internal/subject"
+)
+
+// startPublishing runs the publisher (a follower of the decision log that
+// lays every committed version of a dataset with a location out as a
+// Lance version) beside the committer, until ctx ends or the returned
+// stop is called. It waits for the decision log, which the committer
+// creates, to exist.
+func startPublishing(ctx context.Context, nc *nats.Conn, prefix string, reg prometheus.Registerer, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := runPublishing(ctx, nc, prefix, reg, log); err != nil && ctx.Err() == nil {
+			log.Error("publishing stopped", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func runPublishing(ctx context.Context, nc *nats.Conn, prefix string, reg prometheus.Registerer, log *slog.Logger) error {
+	sc, err := subject.NewScheme(prefix)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	met, err := lancepub.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	var l *declog.Log
+	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
+	for attempt := 0; ; attempt++ {
+		if l, err = declog.Open(ctx, js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err == nil {
+			break
+		}
+		if err := retry.Sleep(ctx, b.Delay(attempt)); err != nil {
+			return err
+		}
+	}
+	return lancepub.NewManager(l, lancepub.ManagerOptions{Logger: log, Metrics: met}).Run(ctx)
+}

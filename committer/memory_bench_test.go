@@ -1,0 +1,103 @@
+package committer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+)
+
+// BenchmarkResidentDatasets measures what the decision core keeps per
+// active dataset: `datasets` states, each with `versions` committed
+// appends (more than the window) and as many precondition-carrying
+// decisions, as a long-running committer holds them. It reports the Go
+// heap in use and the process RSS after a GC, in MiB (b.N is ignored
+// beyond 1: the state is built once).
+//
+//	go test ./committer/ -run XXX -bench ResidentDatasets -benchtime 1x
+func BenchmarkResidentDatasets(b *testing.B) {
+	for _, c := range []struct{ datasets, versions int }{{1000, 20}, {1000, 300}} {
+		b.Run(fmt.Sprintf("datasets=%d/versions=%d", c.datasets, c.versions), func(b *testing.B) {
+			cfg := Config{}.withDefaults()
+			lim := limits{
+				maxTxnBytes: cfg.MaxTxnBytes, window: cfg.Window, maxLag: cfg.MaxReadLag,
+				maxRebaseLag: cfg.MaxRebaseLag, indexBytes: cfg.IndexBytes, windowBytes: cfg.WindowBytes,
+			}
+			before := heapInUse()
+			states := make([]*state, c.datasets)
+			for i := range states {
+				states[i] = residentState(b, fmt.Sprintf("ds%d", i), lim, c.versions)
+			}
+			runtime.GC()
+			heap := heapInUse() - before
+			b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+			b.ReportMetric(float64(rssBytes())/(1<<20), "rss-MiB")
+			b.ReportMetric(float64(heap)/float64(c.datasets)/1024, "KiB/dataset")
+			if path := os.Getenv("CG_HEAP_PROFILE"); path != "" {
+				writeHeapProfile(b, path)
+			}
+			runtime.KeepAlive(states)
+		})
+	}
+}
+
+func residentState(b *testing.B, ds string, lim limits, versions int) *state {
+	st := newState(ds, lim, nil)
+	seq := uint64(0)
+	decide := func(txn *lancepb.Transaction) {
+		seq++
+		m := st.mark()
+		v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
+		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+	}
+	decide(createTxn(newUUID()))
+	for range versions {
+		decide(withPre(appendTxn(newUUID(), st.headVersion()), cellsUnchanged([]int32{1}, wholeFragment(0))))
+	}
+	return st
+}
+
+// writeHeapProfile writes the live heap to path, to see what the states
+// hold: go tool pprof -sample_index=inuse_space -top committer.test path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// rssBytes reads the resident set size of this process (Linux), 0 if
+// unknown.
+func rssBytes() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

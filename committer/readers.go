@@ -1,0 +1,81 @@
+package committer
+
+// readers.go holds what a dataset's configuration (declog.Config: its
+// published location and the readers it serves) changes in deciding.
+
+import (
+	"cellguard/internal/declog"
+	"cellguard/internal/publish"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// servesLance8 reports whether the dataset's published versions must be
+// readable by Lance 8 (LanceDB 0.31): a published dataset whose readers
+// are unspecified or lance8.
+func servesLance8(cfg *cellguardpb.DatasetConfig) bool {
+	if cfg.GetLocation() == "" {
+		return false
+	}
+	r := cfg.GetReaders()
+	return r == cellguardpb.Readers_READERS_UNSPECIFIED || r == cellguardpb.Readers_READERS_LANCE8
+}
+
+// checkReaders rejects the operations whose result the dataset's readers
+// cannot read correctly. It runs before any other rule: the answer does
+// not depend on the table's state, and no retry can change it.
+//
+//   - DataOverlay on a dataset serving Lance 8: LanceDB 0.31 has no
+//     overlay code, so a published version with overlays is unreadable
+//     (reader flag 64) or, without the flag, read with stale base values.
+//   - CreateIndex on a published dataset: cellguard does not prune an
+//     index's fragment coverage when later operations rewrite the indexed
+//     values, so LanceDB could answer from an index over values that are
+//     gone. Only cellguard-only datasets (not published) may carry one.
+func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
+	switch {
+	case op == table.OpDataOverlay && servesLance8(cfg):
+		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
+			"dataset is published for Lance 8 readers (readers=lance8), which cannot read data overlays; "+
+				"write the column with a DataReplacement or an Update (REWRITE_COLUMNS) instead")
+	case op == table.OpCreateIndex && cfg.GetLocation() != "":
+		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
+			"dataset is published to %s; cellguard does not keep index coverage consistent with later commits, "+
+				"so published datasets carry no indices", cfg.GetLocation())
+	}
+	return nil
+}
+
+// creationConfig returns the configuration a creating transaction
+// carries, for its committed record, completed with the defaults: the
+// location <lanceRoot>/<ds>.lance when the transaction names none and
+// lanceRoot is set, Lance 8 readers and storage version 2.1 for a
+// published dataset. A property that does not decode rejects the
+// creation.
+func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardpb.DatasetConfig, *rejection) {
+	cfg, err := declog.ConfigOf(txn)
+	if err != nil {
+		return nil, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
+	if cfg == nil && lanceRoot == "" {
+		return nil, nil // not published: today's behaviour
+	}
+	if cfg == nil {
+		cfg = &cellguardpb.DatasetConfig{}
+	}
+	if cfg.Location == "" && lanceRoot != "" {
+		if cfg.Location, err = publish.DatasetLocation(lanceRoot, ds); err != nil {
+			return nil, reject(cellguardpb.Reason_INTERNAL, "%v", err)
+		}
+	}
+	if cfg.Location != "" {
+		if cfg.Readers == cellguardpb.Readers_READERS_UNSPECIFIED {
+			cfg.Readers = cellguardpb.Readers_READERS_LANCE8
+		}
+		if cfg.StorageVersion == "" {
+			cfg.StorageVersion = publish.DefaultStorageVersion
+		}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,114 @@
+package committer
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// errUntrustedLog reports a record of a dataset's decision log that the
+// committer cannot trust: it does not parse, its versions are not
+// contiguous, it does not replay, or it claims to have decided a staging
+// sequence that was never staged (or a message it has no decision for).
+// Deciding on top of such a record could ack a staged message without a
+// decision, so the dataset stops: its worker decides nothing, acks
+// nothing, and says so (DatasetStatuses, the stopped metric, an error
+// log) until the process restarts. Other datasets are not affected.
+var errUntrustedLog = errors.New("committer: decision log cannot be trusted")
+
+// DatasetState is where one dataset's worker is.
+type DatasetState string
+
+// Dataset states.
+const (
+	// DatasetLoading: the worker is building the dataset's state from its
+	// checkpoint and decision log (at start, or after a failure).
+	DatasetLoading DatasetState = "loading"
+	// DatasetDeciding: the state is loaded and staged messages are decided.
+	DatasetDeciding DatasetState = "deciding"
+	// DatasetIdle: no message arrived for Config.IdleEvict and the state
+	// was dropped to save memory; it is loaded again when one does. An
+	// idle dataset is healthy (ready).
+	DatasetIdle DatasetState = "idle"
+	// DatasetRetrying: the worker failed (Detail says why: the log or
+	// the server could not be read, …) and starts again after a pause.
+	DatasetRetrying DatasetState = "retrying"
+	// DatasetStopped: the decision log holds a record the committer cannot
+	// trust; nothing is decided or acked for this dataset until an
+	// operator repairs the log and restarts the committer.
+	DatasetStopped DatasetState = "stopped"
+)
+
+// DatasetStatus is one dataset's state as the committer sees it, for
+// readiness probes and operators.
+type DatasetStatus struct {
+	Dataset string
+	State   DatasetState
+	// Reason is a short machine-readable cause when stopped
+	// ("untrusted-log").
+	Reason string
+	// Detail says what went wrong, for people.
+	Detail string
+	// Since is when the dataset entered State.
+	Since time.Time
+}
+
+// Reasons.
+const (
+	reasonUntrustedLog = "untrusted-log"
+	reasonFailed       = "worker-failed"
+)
+
+// DatasetStatuses returns the status of every dataset with a worker in
+// this committer, by name.
+func (c *Committer) DatasetStatuses() []DatasetStatus {
+	c.mu.Lock()
+	ws := make([]*worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	out := make([]DatasetStatus, 0, len(ws))
+	for _, w := range ws {
+		if s := w.status.Load(); s != nil {
+			out = append(out, *s)
+		} else {
+			out = append(out, DatasetStatus{Dataset: w.ds, State: DatasetLoading})
+		}
+	}
+	slices.SortFunc(out, func(a, b DatasetStatus) int { return strings.Compare(a.Dataset, b.Dataset) })
+	return out
+}
+
+// setStatus records the worker's state, keeping Since when it is unchanged.
+func (w *worker) setStatus(s DatasetState, reason, detail string) {
+	if old := w.status.Load(); old != nil && old.State == s && old.Reason == reason {
+		return
+	}
+	w.status.Store(&DatasetStatus{Dataset: w.ds, State: s, Reason: reason, Detail: detail, Since: time.Now()})
+}
+
+// failed handles an error that ends the worker's run. When err says the
+// decision log cannot be trusted, it parks the worker: it stops consuming
+// (nothing is acked), reports the dataset stopped and waits for ctx, so
+// the worker is not restarted in a loop. Any other error is reported
+// (retrying) and returned for the usual restart.
+func (w *worker) failed(ctx context.Context, err error) error {
+	if !errors.Is(err, errUntrustedLog) {
+		if err != nil && ctx.Err() == nil {
+			w.setStatus(DatasetRetrying, reasonFailed, err.Error())
+		}
+		return err
+	}
+	w.stopConsume()
+	w.nakBuffered()
+	w.setStatus(DatasetStopped, reasonUntrustedLog, err.Error())
+	w.c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(1)
+	w.c.log.Error("dataset stopped: its decision log holds a record that cannot be trusted; nothing is decided or acked for it until the log is repaired and the committer restarted",
+		"dataset", w.ds, "err", err)
+	<-ctx.Done()
+	w.c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(0)
+	return nil
+}

@@ -1,0 +1,196 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/declog"
+	"cellguard/internal/subject"
+	"cellguard/producer"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// Adoption errors. Each refusal wraps ErrCannotAdopt and says why.
+var (
+	// ErrNotLance reports a location that holds no Lance table: no
+	// `_versions/*.manifest`.
+	ErrNotLance = errors.New("publish: not a Lance table")
+	// ErrCannotAdopt reports a Lance table that cellguard cannot carry on
+	// exactly: indices (whose fragment coverage cellguard does not
+	// maintain), the legacy (0.1) file format, mixed data file versions,
+	// external base paths, V1 manifest names, unknown feature flags, or a
+	// latest version without a transaction.
+	ErrCannotAdopt = errors.New("publish: table cannot be adopted")
+)
+
+// Adoption is the latest version of a Lance table, checked for adoption.
+type Adoption struct {
+	Manifest *lancepb.Manifest
+	Txn      *lancepb.Transaction // the transaction Lance committed at Manifest.version
+}
+
+// ReadAdoption reads the latest version of the Lance table at loc and
+// checks that cellguard can continue it: every refusal is a typed error
+// (ErrNotLance, ErrCannotAdopt, table.ErrMalformed for a manifest that
+// does not decode, ErrLocation).
+func ReadAdoption(ctx context.Context, loc *Location) (*Adoption, error) {
+	latest, err := LatestVersion(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	if latest == 0 {
+		return nil, fmt.Errorf("%w: %s has no _versions/*.manifest", ErrNotLance, loc.URL)
+	}
+	key := versionsDir + table.ManifestFileName(latest, true)
+	b, err := loc.Bucket.ReadAll(ctx, key)
+	if err != nil {
+		if ok, _ := loc.Bucket.Exists(ctx, versionsDir+table.ManifestFileName(latest, false)); ok {
+			return nil, fmt.Errorf("%w: %s uses V1 manifest names; cellguard publishes V2 names (LanceDB's default), and mixing them would confuse readers", ErrCannotAdopt, loc.URL)
+		}
+		return nil, fmt.Errorf("%w: read %s: %v", ErrLocation, key, err)
+	}
+	f, err := table.ReadManifestFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("publish: adopt %s version %d: %w", loc.URL, latest, err)
+	}
+	if f.Manifest.GetVersion() != latest {
+		return nil, fmt.Errorf("publish: adopt %s: %s holds version %d: %w", loc.URL, key, f.Manifest.GetVersion(), table.ErrMalformed)
+	}
+	if err := adoptable(f); err != nil {
+		return nil, fmt.Errorf("publish: adopt %s version %d: %w", loc.URL, latest, err)
+	}
+	txn := f.Transaction
+	if txn == nil && f.Manifest.GetTransactionFile() != "" {
+		tb, err := loc.Bucket.ReadAll(ctx, transactionsDir+f.Manifest.GetTransactionFile())
+		if err != nil {
+			return nil, fmt.Errorf("%w: version %d: read its transaction file: %v", ErrCannotAdopt, latest, err)
+		}
+		txn = &lancepb.Transaction{}
+		if err := proto.Unmarshal(tb, txn); err != nil {
+			return nil, fmt.Errorf("publish: adopt: transaction of version %d: %w: %v", latest, table.ErrMalformed, err)
+		}
+	}
+	if txn.GetUuid() == "" {
+		return nil, fmt.Errorf("%w: version %d has no transaction (neither inline nor in _transactions/)", ErrCannotAdopt, latest)
+	}
+	if _, err := table.FromProto(f.Manifest); err != nil {
+		return nil, fmt.Errorf("publish: adopt %s version %d: %w", loc.URL, latest, err)
+	}
+	m := proto.CloneOf(f.Manifest)
+	m.IndexSection, m.TransactionSection = nil, nil
+	return &Adoption{Manifest: m, Txn: txn}, nil
+}
+
+// adoptable refuses what cellguard cannot carry on exactly.
+func adoptable(f *table.ManifestFile) error {
+	m := f.Manifest
+	if n := len(f.Indexes.GetIndices()); n > 0 || m.IndexSection != nil && f.Indexes == nil {
+		return fmt.Errorf("%w: the table has %d index(es) (%s); cellguard does not prune index coverage when it rewrites fragments, so LanceDB could answer from an index over values that are gone — drop the indices first", ErrCannotAdopt, n, indexNames(f.Indexes))
+	}
+	flags := m.GetReaderFeatureFlags() | m.GetWriterFeatureFlags()
+	if unknown := flags &^ knownFlags; unknown != 0 {
+		return fmt.Errorf("%w: feature flags %#x are not supported", ErrCannotAdopt, unknown)
+	}
+	if len(m.GetBasePaths()) > 0 {
+		return fmt.Errorf("%w: files under external base paths are not supported", ErrCannotAdopt)
+	}
+	format := m.GetDataFormat().GetVersion()
+	if format == "0.1" || format == "legacy" {
+		return fmt.Errorf("%w: legacy (0.1) data storage format", ErrCannotAdopt)
+	}
+	versions := map[string]bool{}
+	for _, frag := range m.GetFragments() {
+		for _, df := range frag.GetFiles() {
+			if df.GetFileMajorVersion() == 0 {
+				return fmt.Errorf("%w: fragment %d holds legacy (0.x) data file %s", ErrCannotAdopt, frag.GetId(), df.GetPath())
+			}
+			if df.BaseId != nil {
+				return fmt.Errorf("%w: fragment %d: data file under a base path", ErrCannotAdopt, frag.GetId())
+			}
+			versions[fmt.Sprintf("%d.%d", df.GetFileMajorVersion(), df.GetFileMinorVersion())] = true
+		}
+	}
+	if len(versions) > 1 {
+		return fmt.Errorf("%w: mixed data file versions %v (Lance refuses to append to such a table)", ErrCannotAdopt, keys(versions))
+	}
+	for v := range versions {
+		if format != "" && v != format {
+			return fmt.Errorf("%w: data files are %s but the manifest says storage version %s", ErrCannotAdopt, v, format)
+		}
+	}
+	return nil
+}
+
+func indexNames(s *lancepb.IndexSection) string {
+	var names []string
+	for _, ix := range s.GetIndices() {
+		names = append(names, ix.GetName())
+	}
+	return strings.Join(names, ", ")
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Adopt starts dataset ds from the latest version of the Lance table at
+// location: it checks the table (ReadAdoption), stages the adoption
+// (declog.AdoptProperty) under the uuid of the transaction Lance committed
+// at that version, and waits for the committer's decision. It returns the
+// adopted version; the next commit through cellguard is that version + 1.
+// Staging again after a lost answer is safe: the uuid is decided once.
+func Adopt(ctx context.Context, pc *producer.Client, ds, location string) (uint64, error) {
+	if err := subject.Validate(ds); err != nil {
+		return 0, err
+	}
+	loc, err := OpenLocation(ctx, location, false)
+	if err != nil {
+		return 0, err
+	}
+	defer loc.Close()
+	a, err := ReadAdoption(ctx, loc)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckWritable(ctx, loc); err != nil {
+		return 0, err
+	}
+	txn := &lancepb.Transaction{
+		Uuid: a.Txn.GetUuid(),
+		Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+			Schema: a.Manifest.GetFields(), // the fragments travel in the adopted manifest
+		}},
+	}
+	cfg := &cellguardpb.DatasetConfig{Location: location, Readers: cellguardpb.Readers_READERS_LANCE8,
+		StorageVersion: a.Manifest.GetDataFormat().GetVersion()}
+	if err := declog.SetConfig(txn, cfg); err != nil {
+		return 0, err
+	}
+	if err := declog.SetAdoption(txn, a.Manifest); err != nil {
+		return 0, err
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
+	if err != nil {
+		return 0, err
+	}
+	sc, err := subject.NewScheme(pc.Prefix())
+	if err != nil {
+		return 0, err
+	}
+	if _, err := pc.JetStream().Publish(ctx, sc.Txn(ds), body,
+		jetstream.WithMsgID(txn.GetUuid()), jetstream.WithExpectStream(sc.TxnStream())); err != nil {
+		return 0, fmt.Errorf("publish: stage adoption of %s: %w", location, err)
+	}
+	return pc.Outcome(ctx, ds, txn.GetUuid(), 0)
+}
