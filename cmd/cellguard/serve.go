@@ -44,6 +44,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// Publishing (issue 10): see publish.go.
 	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
 	publishOn := fs.Bool("publish", true, "publish every committed version of datasets that have a location, as Lance versions")
+	nsFlags := registerNamespaceFlags(fs) // Lance REST namespace (issue 11): see namespace.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +99,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
 		defer stopPublishing()
 	}
+	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, nc, cf.prefix, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNamespace()
 	log.Info("serving", "nats", url)
 	err = c.Run(ctx)
 	if err == nil {
