@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,5 +62,31 @@ process.stdout.write(JSON.stringify({ ids, version: Number(await r.version()), d
 	}
 	if s := out.String(); strings.Contains(s, "secret") {
 		t.Errorf("serve logged a token:\n%s", s)
+	}
+}
+
+// TestServeLanceNamespaceFlags: the namespace needs a lance root and
+// publishing; tokens need the namespace; a bad tokens file is refused.
+func TestServeLanceNamespaceFlags(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("admin tok *\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", ""}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lance-namespace", "127.0.0.1:0"}, "needs --lance-root"},
+		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--publish=false"}, "needs --publish"},
+		{[]string{"--namespace-tokens", bad}, "needs --lance-namespace"},
+		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--namespace-tokens", bad}, "bad tokens file"},
+	} {
+		var b bytes.Buffer
+		err := runCLI(t, &b, append(base, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
+		}
 	}
 }

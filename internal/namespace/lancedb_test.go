@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -133,10 +134,10 @@ func TestLanceDBConcurrentWriters(t *testing.T) {
 func TestLanceDBLostAnswer(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	p := newProxy(t, e.url)
-	lost := 0
+	var lost atomic.Int32
 	p.onAnswer = func(status int, body []byte) (int, []byte) {
-		if status == 200 && strings.Contains(string(body), `"version":2,`) && lost == 0 {
-			lost++
+		if status == 200 && strings.Contains(string(body), `"version":2,`) && lost.Load() == 0 {
+			lost.Add(1)
 			return 500, []byte(`{"error":"lost","code":18}`)
 		}
 		return status, body
@@ -150,7 +151,7 @@ func TestLanceDBLostAnswer(t *testing.T) {
 	if out.Errors[0] != nil {
 		t.Fatalf("writer: %s", *out.Errors[0])
 	}
-	if lost != 1 {
+	if lost.Load() != 1 {
 		t.Fatal("no answer was lost")
 	}
 	if want := []int{0, 1}; js(t, out.IDs) != js(t, want) {
@@ -167,10 +168,10 @@ func TestLanceDBLostAnswer(t *testing.T) {
 func TestLanceDBTamperedManifest(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	p := newProxy(t, e.url)
-	tampered := 0
+	var tampered atomic.Int32
 	p.onCreate = func(req map[string]any) map[string]any {
-		if v, _ := req["version"].(float64); v == 2 && tampered == 0 {
-			tampered++
+		if v, _ := req["version"].(float64); v == 2 && tampered.Load() == 0 {
+			tampered.Add(1)
 			return tamperManifest(t, req, func(f *table.ManifestFile) {
 				frags := f.Manifest.GetFragments()
 				frags[len(frags)-1].PhysicalRows += 1000 // claims rows its file lacks
@@ -182,8 +183,8 @@ func TestLanceDBTamperedManifest(t *testing.T) {
 	in := map[string]any{"uri": p.url, "table": "m", "create": true, "writers": [][]int{{1}}, "timeoutMs": 15000}
 	lancedbtest.Run(t, lancedbtest.Prelude+addJS, in, &out)
 	seen := p.seen()
-	if tampered != 1 || len(seen) < 2 {
-		t.Fatalf("tampered %d, %d version/create calls", tampered, len(seen))
+	if tampered.Load() != 1 || len(seen) < 2 {
+		t.Fatalf("tampered %d, %d version/create calls", tampered.Load(), len(seen))
 	}
 	first := seen[1]
 	var body struct {
