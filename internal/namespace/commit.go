@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,6 +28,10 @@ type createVersionRequest struct {
 	NamingScheme string   `json:"naming_scheme"`
 	Branch       *string  `json:"branch"`
 }
+
+// errBadReadVersion reports a transaction whose read version is not a
+// version of the table.
+var errBadReadVersion = errors.New("read version not in the table")
 
 // staged is the client's proposal read from storage.
 type staged struct {
@@ -104,7 +109,9 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, invalid("version %d is ahead of table %q: the next version is %d", v, ds, hv+1)
 	}
 	if e := s.verify(ctx, t, ds, h, exists, st); e != nil {
-		t.refuse(st.txn.GetUuid(), e)
+		if e.Final {
+			t.refuse(st.txn.GetUuid(), e)
+		}
 		return nil, e
 	}
 	rec, e := s.stageAndAwait(ctx, ds, st)
@@ -284,8 +291,12 @@ func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec dec
 // left to the committer, which rejects it with the conflict.
 func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) *Error {
 	want, err := s.expected(ctx, t, ds, h, exists, st.txn)
-	if err != nil {
+	switch {
+	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrInvalidTransaction),
+		errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, errBadReadVersion):
 		return finalRejection(fmt.Sprintf("transaction %s: %v", st.txn.GetUuid(), err), cellguardpb.Reason_INVALID_TRANSACTION.String())
+	case err != nil:
+		return internal(err) // storage or log trouble: not a decision
 	}
 	if want == nil {
 		return nil
@@ -308,7 +319,7 @@ func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declo
 	}
 	rv := txn.GetReadVersion()
 	if rv == 0 || rv > h.Version {
-		return nil, fmt.Errorf("read_version %d is not a version of %s (head %d)", rv, ds, h.Version)
+		return nil, fmt.Errorf("%w: read_version %d is not a version of %s (head %d)", errBadReadVersion, rv, ds, h.Version)
 	}
 	head, _, err := l.Load(ctx, ds, h.Version, l.Versions(ds))
 	if err != nil {
