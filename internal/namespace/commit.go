@@ -282,7 +282,8 @@ func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec dec
 		}
 		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error()}
 	}
-	return finalRejection(rej.Error(), rec.Decision.GetReason().String())
+	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error()}
 }
 
 // verify checks the client's manifest against the table model: it must

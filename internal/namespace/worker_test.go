@@ -106,10 +106,16 @@ func writeLanceFile(t *testing.T, dir string, f arrow.Field, vals []float64, id 
 	t.Helper()
 	b := array.NewFloat64Builder(memory.DefaultAllocator)
 	b.AppendValues(vals, nil)
-	col := b.NewArray()
-	rec := array.NewRecord(arrow.NewSchema([]arrow.Field{f}, nil), []arrow.Array{col}, int64(len(vals)))
+	return writeLanceArrays(t, dir, arrow.NewSchema([]arrow.Field{f}, nil), []arrow.Array{b.NewArray()}, []int32{id})
+}
+
+// writeLanceArrays writes the columns as a Lance 2.1 file under dir/data
+// and returns its DataFile.
+func writeLanceArrays(t *testing.T, dir string, schema *arrow.Schema, cols []arrow.Array, ids []int32) *lancepb.DataFile {
+	t.Helper()
+	rec := array.NewRecord(schema, cols, int64(cols[0].Len()))
 	var buf bytes.Buffer
-	w, err := lancefile.NewWriter(&buf, rec.Schema(), []int32{id}, lancefile.WriterOptions{Version: lancefile.V2_1})
+	w, err := lancefile.NewWriter(&buf, rec.Schema(), ids, lancefile.WriterOptions{Version: lancefile.V2_1})
 	if err != nil {
 		t.Fatal(err)
 	}
