@@ -213,6 +213,26 @@ func (c *Committer) maxReplay() uint64 {
 // maxCachedTxnBytes bounds logHistory's transaction cache per dataset.
 const maxCachedTxnBytes = 256 << 10
 
+// cacheCost approximates the memory of what h caches: its transactions by
+// their encoded size (as txnCost does) and its manifest, which shares
+// little with head, at the cost of a recent manifest per fragment.
+func (h *logHistory) cacheCost() int {
+	n := 4 * h.txnBytes
+	if h.cached != nil {
+		n += manifestCost(0) + cachedFragmentCost*h.cached.NumFragments()
+	}
+	return n
+}
+
+// cachedFragmentCost approximates what one fragment of a manifest rebuilt
+// from the log costs (the fragment and its place in the manifest's maps).
+const cachedFragmentCost = 512
+
+// dropCache forgets the cached manifest and transactions.
+func (h *logHistory) dropCache() {
+	h.cached, h.txns, h.txnBytes = nil, nil, 0
+}
+
 func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st
 	seq, ok := st.versionSeq.at(v)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/evaluator"
+	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
@@ -36,8 +37,9 @@ type Committer struct {
 	obj     jetstream.ObjectStore
 	dl      *declog.Log // the decision log over dec and obj
 	metrics *metrics
-	dvLocs  deletionStores // dataset locations, opened on first use
+	plane   DataPlane // dataset locations: deletion files
 	policy  evaluator.DeletionPolicy
+	budget  *cacheBudget // nil: no shared cache budget
 
 	ready   atomic.Bool
 	mu      sync.Mutex
@@ -68,6 +70,13 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
 	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
+	if cfg.CacheBytes > 0 {
+		c.budget = newCacheBudget(cfg.CacheBytes)
+	}
+	c.plane = cfg.DataPlane
+	if c.plane == nil {
+		c.plane = blobPlane{b: &dataplane.Blob{}}
+	}
 	return c, nil
 }
 
@@ -118,7 +127,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.wg.Wait()
-	c.dvLocs.close()
+	_ = c.plane.Close()
 	return runErr
 }
 

@@ -128,11 +128,23 @@ type Config struct {
 	// datasets hold at most 128 MiB of it). A read older than what the
 	// index covers is pinned from the checkpoint before it and the log.
 	IndexBytes int
+	// CacheBytes is one memory budget for the caches of all datasets
+	// together: recent manifests, committed transactions, change indexes
+	// and history read from the log (WindowBytes and IndexBytes still cap
+	// each dataset). Over budget, the least recently active datasets drop
+	// their caches first; a dataset always keeps its head manifest. A read
+	// version that is no longer cached is pinned from a checkpoint and the
+	// log, as any older one. Default 32 MiB; negative: no shared budget.
+	CacheBytes int
 
 	// DatasetRoot, when set, is a directory holding each dataset's Lance
 	// files (<root>/<dataset>/_deletions/…): deletion vectors are read from
 	// there and the deletion files a rebase produces are written there.
 	DatasetRoot string
+	// DataPlane opens dataset locations for their deletion files; nil
+	// means gocloud.dev/blob buckets (internal/dataplane.Blob). Close is
+	// called when Run returns.
+	DataPlane DataPlane
 	// LanceRoot, when set, publishes datasets created without a location
 	// of their own: their location, recorded on the creating record, is
 	// <LanceRoot>/<dataset>.lance (a path or a gocloud.dev/blob URL).
@@ -165,6 +177,9 @@ const minRebaseLag = 1000
 
 // DefaultIndexBytes is the default Config.IndexBytes.
 const DefaultIndexBytes = 128 << 10
+
+// DefaultCacheBytes is the default Config.CacheBytes.
+const DefaultCacheBytes = 32 << 20
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("committer: invalid config")
@@ -241,6 +256,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IndexBytes == 0 {
 		c.IndexBytes = DefaultIndexBytes
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.DeletionPolicy == "" {
 		c.DeletionPolicy = "protected-rows"

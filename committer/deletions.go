@@ -3,15 +3,13 @@ package committer
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"cellguard/internal/publish"
+	"cellguard/internal/dataplane"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
-	"cellguard/table/data"
 )
 
 // Deletion files live in the dataset's own location, beside its data and
@@ -23,53 +21,36 @@ import (
 // policy, deletion-vector merges on rebase) work on every store. Both
 // forms Lance writes are read: roaring bitmaps (.bin) and Arrow (.arrow).
 
-// deletionStores opens one store per location and keeps it for the
-// committer's lifetime.
-type deletionStores struct {
-	mu     sync.Mutex
-	stores map[string]*deletionStore
+// DataPlane is the committer's access to dataset locations, injected as
+// Config.DataPlane (internal/dataplane.Blob by default). The committer reads
+// deletion files through it and stores the deletion files a rebase merges.
+type DataPlane interface {
+	// Open returns the dataset location at url (a path or a blob URL).
+	Open(ctx context.Context, url string) (DatasetFiles, error)
+	// Close releases every location opened.
+	Close() error
 }
 
-// deletionStore is one dataset location: a data.Store that reads (and
-// caches) deletion files, and the location the committer writes the
-// deletion files a rebase produces to.
-type deletionStore struct {
-	read *data.Store
-	loc  *publish.Location
+// DatasetFiles is one dataset location as the committer uses it.
+type DatasetFiles interface {
+	table.DeletionVectors
+	// CreateIfAbsent stores b under key, relative to the location, unless
+	// an object is there already.
+	CreateIfAbsent(ctx context.Context, key string, b []byte) error
 }
 
-func (d *deletionStores) open(ctx context.Context, location string) (*deletionStore, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s, ok := d.stores[location]; ok {
-		return s, nil
-	}
-	rloc, err := publish.OpenLocation(ctx, location, true)
+// blobPlane is the default data plane: gocloud.dev/blob buckets.
+type blobPlane struct{ b *dataplane.Blob }
+
+func (p blobPlane) Open(ctx context.Context, url string) (DatasetFiles, error) {
+	l, err := p.b.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	wloc, err := publish.OpenLocation(ctx, location, true)
-	if err != nil {
-		rloc.Close()
-		return nil, err
-	}
-	s := &deletionStore{read: data.NewStore(rloc.Bucket, data.Options{}), loc: wloc}
-	if d.stores == nil {
-		d.stores = map[string]*deletionStore{}
-	}
-	d.stores[location] = s
-	return s, nil
+	return l, nil
 }
 
-func (d *deletionStores) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, s := range d.stores {
-		_ = s.read.Close()
-		_ = s.loc.Close()
-	}
-	d.stores = nil
-}
+func (p blobPlane) Close() error { return p.b.Close() }
 
 // deletionLocation is where dataset ds keeps its deletion files; "" when
 // it has no location.
@@ -78,7 +59,7 @@ func (c *Committer) deletionLocation(ds string, cfg *cellguardpb.DatasetConfig) 
 		return loc, nil
 	}
 	if c.cfg.DatasetRoot != "" {
-		return publish.JoinLocation(c.cfg.DatasetRoot, ds)
+		return dataplane.JoinLocation(c.cfg.DatasetRoot, ds)
 	}
 	return "", nil
 }
@@ -97,10 +78,10 @@ func (d datasetDeletions) DeletionVector(ctx context.Context, fragmentID uint64,
 	if err != nil {
 		return nil, err
 	}
-	return s.read.DeletionVector(ctx, fragmentID, df)
+	return s.DeletionVector(ctx, fragmentID, df)
 }
 
-func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {
+func (d datasetDeletions) store(ctx context.Context) (DatasetFiles, error) {
 	loc, err := d.c.deletionLocation(d.st.ds, d.st.cfg)
 	if err != nil {
 		return nil, err
@@ -108,7 +89,7 @@ func (d datasetDeletions) store(ctx context.Context) (*deletionStore, error) {
 	if loc == "" {
 		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.ds)
 	}
-	return d.c.dvLocs.open(ctx, loc)
+	return d.c.plane.Open(ctx, loc)
 }
 
 // writeDeletions writes the deletion files the batch's rebases produced,
@@ -126,7 +107,7 @@ func (w *worker) writeDeletions(ctx context.Context, vs []verdict) error {
 			return fmt.Errorf("rebase produced deletion files: %w", err)
 		}
 		for _, dw := range v.deletions {
-			if err := writeDeletion(ctx, s.loc, dw); err != nil {
+			if err := writeDeletion(ctx, s, dw); err != nil {
 				return err
 			}
 		}
@@ -134,7 +115,7 @@ func (w *worker) writeDeletions(ctx context.Context, vs []verdict) error {
 	return nil
 }
 
-func writeDeletion(ctx context.Context, loc *publish.Location, dw deletionWrite) error {
+func writeDeletion(ctx context.Context, loc DatasetFiles, dw deletionWrite) error {
 	if dw.File.GetFileType() != lancepb.DeletionFile_BITMAP {
 		return fmt.Errorf("write deletion file for fragment %d: rebase asked for type %s, only BITMAP is written", dw.FragmentID, dw.File.GetFileType())
 	}
@@ -145,7 +126,7 @@ func writeDeletion(ctx context.Context, loc *publish.Location, dw deletionWrite)
 		return fmt.Errorf("write deletion file for fragment %d: %w", dw.FragmentID, err)
 	}
 	key := "_deletions/" + table.DeletionFilePath(dw.FragmentID, dw.File)
-	if err := loc.CreateIfAbsent(ctx, key, b); err != nil && !publish.IsExists(err) {
+	if err := loc.CreateIfAbsent(ctx, key, b); err != nil {
 		return fmt.Errorf("write deletion file %s: %w", key, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"cellguard/internal/dataplane"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table/data"
@@ -20,8 +21,8 @@ import (
 func TestDeletionsThroughLocation(t *testing.T) {
 	ctx := context.Background()
 	loc := filepath.Join(t.TempDir(), "t.lance")
-	c := &Committer{cfg: Config{DatasetRoot: t.TempDir()}}
-	defer c.dvLocs.close()
+	c := &Committer{cfg: Config{DatasetRoot: t.TempDir()}, plane: blobPlane{b: &dataplane.Blob{}}}
+	defer c.plane.Close()
 	st := newState("ds", limits{}, nil)
 	st.cfg = &cellguardpb.DatasetConfig{Location: loc}
 	w := &worker{c: c, st: st, ds: "ds"}

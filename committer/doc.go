@@ -74,8 +74,12 @@
 // Per dataset, the committer keeps the head manifest, recent manifests and
 // transactions within WindowBytes, the change index within IndexBytes, the
 // decided-uuid set (about 40 bytes per decision) and the version → log
-// sequence index (8 bytes per retained version). A dataset idle for
-// IdleEvict drops all of it and reloads on its next message. CG_DEC keeps
+// sequence index (8 bytes per retained version). The caches among these
+// (recent manifests and transactions, change index, history read from the
+// log) also share one budget across all datasets, CacheBytes: over it,
+// the least recently active datasets drop theirs first, down to the head
+// manifest (see budget.go). A dataset idle for IdleEvict drops all of it
+// and reloads on its next message. CG_DEC keeps
 // DecisionsPerSubject records per dataset and outcome and denies deletes
 // and purges; the committer holds back a batch rather than let retention
 // drop a record newer than the dataset's newest checkpoint, and keeps the

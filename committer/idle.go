@@ -51,6 +51,7 @@ func (w *worker) evictState() {
 	if w.st == nil {
 		return
 	}
+	w.st.leaveBudget()
 	w.st = nil
 	w.setStatus(DatasetIdle, "", "")
 	w.c.metrics.evictions.WithLabelValues(w.ds).Inc()
@@ -69,4 +70,13 @@ func (w *worker) reloadIfEvicted(ctx context.Context) error {
 	}
 	w.setStatus(DatasetDeciding, "", "")
 	return nil
+}
+
+// cacheRequests returns the channel on which the cache budget asks this
+// dataset to drop its caches; nil (never ready) without a state or budget.
+func (w *worker) cacheRequests() <-chan struct{} {
+	if w.st == nil || w.st.share == nil {
+		return nil
+	}
+	return w.st.share.requests()
 }

@@ -17,7 +17,8 @@ import (
 // BenchmarkResidentDatasets measures what the decision core keeps per
 // active dataset: `datasets` states, each with `versions` committed
 // appends (more than the window) and as many precondition-carrying
-// decisions, as a long-running committer holds them. It reports the Go
+// decisions, as a long-running committer holds them, under the default
+// cache budget shared by all of them. It reports the Go
 // heap in use and the process RSS after a GC, in MiB (b.N is ignored
 // beyond 1: the state is built once).
 //
@@ -29,12 +30,21 @@ func BenchmarkResidentDatasets(b *testing.B) {
 			lim := limits{
 				maxTxnBytes: cfg.MaxTxnBytes, window: cfg.Window, maxLag: cfg.MaxReadLag,
 				maxRebaseLag: cfg.MaxRebaseLag, indexBytes: cfg.IndexBytes, windowBytes: cfg.WindowBytes,
+				budget: newCacheBudget(cfg.CacheBytes),
 			}
 			before := heapInUse()
 			states := make([]*state, c.datasets)
 			for i := range states {
 				states[i] = residentState(b, fmt.Sprintf("ds%d", i), lim, c.versions)
 			}
+			for _, st := range states { // what each worker does when asked
+				select {
+				case <-st.share.requests():
+					st.dropCaches()
+				default:
+				}
+			}
+			b.ReportMetric(float64(lim.budget.used())/(1<<20), "cache-MiB")
 			runtime.GC()
 			heap := heapInUse() - before
 			b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")

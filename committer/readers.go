@@ -4,8 +4,8 @@ package committer
 // published location and the readers it serves) changes in deciding.
 
 import (
+	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
-	"cellguard/internal/publish"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -65,7 +65,7 @@ func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardp
 		cfg = &cellguardpb.DatasetConfig{}
 	}
 	if cfg.Location == "" && lanceRoot != "" {
-		if cfg.Location, err = publish.DatasetLocation(lanceRoot, ds); err != nil {
+		if cfg.Location, err = dataplane.DatasetLocation(lanceRoot, ds); err != nil {
 			return nil, reject(cellguardpb.Reason_INTERNAL, "%v", err)
 		}
 	}
@@ -74,7 +74,7 @@ func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardp
 			cfg.Readers = cellguardpb.Readers_READERS_LANCE8
 		}
 		if cfg.StorageVersion == "" {
-			cfg.StorageVersion = publish.DefaultStorageVersion
+			cfg.StorageVersion = dataplane.DefaultStorageVersion
 		}
 	}
 	return cfg, nil

@@ -83,6 +83,9 @@ func (w *worker) run(ctx context.Context) error {
 		case <-idle.c():
 			w.evictState()
 			continue
+		case <-w.cacheRequests():
+			w.st.dropCaches()
+			continue
 		case m := <-w.in:
 			batch = append(batch[:0], m)
 		}
@@ -112,7 +115,7 @@ func (w *worker) load(ctx context.Context) error {
 		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
 		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
 		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes, windowBytes: c.cfg.WindowBytes,
-		lanceRoot: c.cfg.LanceRoot,
+		lanceRoot: c.cfg.LanceRoot, budget: c.budget,
 	}
 	st := newState(w.ds, lim, nil)
 	st.lim.rules.deletions = datasetDeletions{c: c, st: st}
@@ -123,6 +126,7 @@ func (w *worker) load(ctx context.Context) error {
 	if err := c.loadConfig(ctx, st); err != nil {
 		return err
 	}
+	st.fitBudget()
 	w.st = st
 	w.cursor = st.lastTxnSeq
 	w.needGap = true

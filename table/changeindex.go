@@ -250,6 +250,19 @@ func (ix *ChangeIndex) compact() {
 	}
 }
 
+// Shrink forgets the oldest versions until the index holds at most
+// maxBytes (all of them for 0), as when memory is needed elsewhere. The
+// horizon moves up: older reads are no longer answered from the index.
+// Later Advances grow it again up to IndexLimits.MaxBytes.
+func (ix *ChangeIndex) Shrink(maxBytes int) {
+	for ix.bytes > maxBytes && ix.jstart < len(ix.journal) {
+		ix.forgetOldest()
+	}
+	if ix.jstart == len(ix.journal) {
+		ix.journal, ix.jstart = nil, 0
+	}
+}
+
 // forgetOldest moves the horizon to the oldest journal version.
 func (ix *ChangeIndex) forgetOldest() {
 	st := &ix.journal[ix.jstart]

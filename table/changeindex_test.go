@@ -310,3 +310,38 @@ func TestChangeIndexLanceHistories(t *testing.T) {
 		})
 	}
 }
+
+// TestChangeIndexShrink: shrinking frees the oldest versions first, to the
+// requested size (all of them for 0), and every view the index still
+// offers matches its manifest; later advances grow it again.
+func TestChangeIndexShrink(t *testing.T) {
+	h := newIndexHistory(t, 5, 6)
+	ix := table.NewChangeIndex(h.head(), table.IndexLimits{})
+	for range 40 {
+		m := h.step(t)
+		if err := ix.Advance(m, h.uuids[m.Version()]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	half := ix.Bytes() / 2
+	ix.Shrink(half)
+	if ix.Bytes() > half || ix.Horizon() <= 1 {
+		t.Fatalf("Shrink(%d): %d bytes, horizon %d", half, ix.Bytes(), ix.Horizon())
+	}
+	checkViews(t, ix, h.mans, h.ids)
+	ix.Shrink(0)
+	if ix.Bytes() != 0 {
+		t.Fatalf("Shrink(0) leaves %d bytes", ix.Bytes())
+	}
+	if _, ok := ix.At(ix.Head().Version()); !ok {
+		t.Fatal("the head is no longer answered after Shrink(0)")
+	}
+	checkViews(t, ix, h.mans, h.ids)
+	for range 5 {
+		m := h.step(t)
+		if err := ix.Advance(m, h.uuids[m.Version()]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkViews(t, ix, h.mans, h.ids)
+}

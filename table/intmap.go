@@ -9,6 +9,11 @@ import "math/bits"
 //
 // Manifests keep their fragments in intMaps so that a new version copies only
 // the few trie nodes on the paths it changes, never the whole fragment list.
+//
+// Nodes are compressed: a bitmap says which of the 32 slots are occupied and
+// a slice holds only those, in slot order (the rank of a slot's bit is its
+// index). A sparse trie, such as the scan order's keys spaced 2^16 apart,
+// then costs a few dozen bytes per node instead of a full 32-slot array.
 type intMap[V any] struct {
 	root  *imNode[V]
 	shift uint // bit position of the root's slot index; 0 for a one-level trie
@@ -22,9 +27,48 @@ const (
 )
 
 type imNode[V any] struct {
-	used     uint32 // bitmap of occupied slots
-	children [imWidth]*imNode[V]
-	values   [imWidth]V // used only at the leaf level (shift 0)
+	used     uint32       // bitmap of occupied slots
+	children []*imNode[V] // interior levels: one per occupied slot, in slot order
+	values   []V          // leaf level (shift 0): one per occupied slot, in slot order
+}
+
+// rank returns the index in children or values of slot, occupied or not.
+func (n *imNode[V]) rank(slot uint64) int {
+	return bits.OnesCount32(n.used & (uint32(1)<<slot - 1))
+}
+
+// child returns the child at an occupied slot.
+func (n *imNode[V]) child(slot uint64) *imNode[V] { return n.children[n.rank(slot)] }
+
+// newParent returns an interior node whose only child, at slot 0, is c.
+func newParent[V any](c *imNode[V]) *imNode[V] {
+	return &imNode[V]{used: 1, children: []*imNode[V]{c}}
+}
+
+// withSlot returns a copy of s with x at i, inserted when grow is set and
+// overwriting s[i] otherwise. s itself is never modified: it may be shared.
+func withSlot[T any](s []T, i int, x T, grow bool) []T {
+	n := len(s)
+	if grow {
+		n++
+	}
+	out := make([]T, n)
+	copy(out, s[:i])
+	out[i] = x
+	if grow {
+		copy(out[i+1:], s[i:])
+	} else {
+		copy(out[i+1:], s[i+1:])
+	}
+	return out
+}
+
+// withoutSlot returns a copy of s without s[i].
+func withoutSlot[T any](s []T, i int) []T {
+	out := make([]T, len(s)-1)
+	copy(out, s[:i])
+	copy(out[i:], s[i+1:])
+	return out
 }
 
 // Len returns the number of entries.
@@ -52,9 +96,9 @@ func (m intMap[V]) Get(key uint64) (V, bool) {
 			return zero, false
 		}
 		if shift == 0 {
-			return n.values[slot], true
+			return n.values[n.rank(slot)], true
 		}
-		n = n.children[slot]
+		n = n.child(slot)
 	}
 }
 
@@ -67,9 +111,7 @@ func (m intMap[V]) Set(key uint64, v V) intMap[V] {
 	for capacityShift(key) > shift { // grow: the old root becomes child 0
 		shift += imBits
 		if root != nil {
-			grown := &imNode[V]{used: 1}
-			grown.children[0] = root
-			root = grown
+			root = newParent(root)
 		}
 	}
 	newRoot, added := imSet(root, shift, key, v)
@@ -81,19 +123,23 @@ func (m intMap[V]) Set(key uint64, v V) intMap[V] {
 }
 
 func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) {
-	c := &imNode[V]{}
-	if n != nil {
-		*c = *n
+	if n == nil {
+		n = &imNode[V]{}
 	}
 	slot := (key >> shift) & imMask
-	had := c.used&(1<<slot) != 0
-	c.used |= 1 << slot
+	had := n.used&(1<<slot) != 0
+	i := n.rank(slot)
+	c := &imNode[V]{used: n.used | 1<<slot}
 	if shift == 0 {
-		c.values[slot] = v
+		c.values = withSlot(n.values, i, v, !had)
 		return c, !had
 	}
-	child, added := imSet(c.children[slot], shift-imBits, key, v)
-	c.children[slot] = child
+	var old *imNode[V]
+	if had {
+		old = n.children[i]
+	}
+	child, added := imSet(old, shift-imBits, key, v)
+	c.children = withSlot(n.children, i, child, !had)
 	return c, added
 }
 
@@ -111,21 +157,24 @@ func (m intMap[V]) Delete(key uint64) intMap[V] {
 
 func imDelete[V any](n *imNode[V], shift uint, key uint64) *imNode[V] {
 	slot := (key >> shift) & imMask
-	c := *n
-	if shift == 0 {
-		var zero V
-		c.values[slot] = zero
+	i := n.rank(slot)
+	c := &imNode[V]{used: n.used}
+	switch {
+	case shift == 0:
+		c.values = withoutSlot(n.values, i)
 		c.used &^= 1 << slot
-	} else if child := imDelete(n.children[slot], shift-imBits, key); child == nil {
-		c.children[slot] = nil
-		c.used &^= 1 << slot
-	} else {
-		c.children[slot] = child
+	default:
+		if child := imDelete(n.children[i], shift-imBits, key); child != nil {
+			c.children = withSlot(n.children, i, child, false)
+		} else {
+			c.children = withoutSlot(n.children, i)
+			c.used &^= 1 << slot
+		}
 	}
 	if c.used == 0 {
 		return nil
 	}
-	return &c
+	return c
 }
 
 // All yields the entries in ascending key order until yield returns false.
@@ -136,16 +185,18 @@ func (m intMap[V]) All(yield func(uint64, V) bool) {
 }
 
 func imWalk[V any](n *imNode[V], shift uint, prefix uint64, yield func(uint64, V) bool) bool {
+	i := 0
 	for used := n.used; used != 0; used &= used - 1 {
 		slot := uint64(bits.TrailingZeros32(used))
 		key := prefix | slot<<shift
 		if shift == 0 {
-			if !yield(key, n.values[slot]) {
+			if !yield(key, n.values[i]) {
 				return false
 			}
-		} else if !imWalk(n.children[slot], shift-imBits, key, yield) {
+		} else if !imWalk(n.children[i], shift-imBits, key, yield) {
 			return false
 		}
+		i++
 	}
 	return true
 }
@@ -203,7 +254,7 @@ func imMin[V any](n *imNode[V], shift uint, prefix uint64) uint64 {
 		if shift == 0 {
 			return prefix
 		}
-		n, shift = n.children[slot], shift-imBits
+		n, shift = n.child(slot), shift-imBits
 	}
 }
 
@@ -214,14 +265,14 @@ func imMax[V any](n *imNode[V], shift uint, prefix uint64) uint64 {
 		if shift == 0 {
 			return prefix
 		}
-		n, shift = n.children[slot], shift-imBits
+		n, shift = n.child(slot), shift-imBits
 	}
 }
 
 func imFloor[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
 	slot := (k >> shift) & imMask
 	if shift > 0 && n.used&(1<<slot) != 0 {
-		if key, ok := imFloor(n.children[slot], shift-imBits, prefix|slot<<shift, k); ok {
+		if key, ok := imFloor(n.child(slot), shift-imBits, prefix|slot<<shift, k); ok {
 			return key, true
 		}
 	}
@@ -238,13 +289,13 @@ func imFloor[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
 	if shift == 0 {
 		return prefix | s, true
 	}
-	return imMax(n.children[s], shift-imBits, prefix|s<<shift), true
+	return imMax(n.child(s), shift-imBits, prefix|s<<shift), true
 }
 
 func imCeil[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
 	slot := (k >> shift) & imMask
 	if shift > 0 && n.used&(1<<slot) != 0 {
-		if key, ok := imCeil(n.children[slot], shift-imBits, prefix|slot<<shift, k); ok {
+		if key, ok := imCeil(n.child(slot), shift-imBits, prefix|slot<<shift, k); ok {
 			return key, true
 		}
 	}
@@ -264,5 +315,5 @@ func imCeil[V any](n *imNode[V], shift uint, prefix, k uint64) (uint64, bool) {
 	if shift == 0 {
 		return prefix | s, true
 	}
-	return imMin(n.children[s], shift-imBits, prefix|s<<shift), true
+	return imMin(n.child(s), shift-imBits, prefix|s<<shift), true
 }

@@ -36,9 +36,7 @@ func wrapNode[V any](n *imNode[V]) *imNode[V] {
 	if n == nil {
 		return nil
 	}
-	w := &imNode[V]{used: 1}
-	w.children[0] = n
-	return w
+	return newParent(n)
 }
 
 func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b V) bool, fn func(uint64, V, bool, V, bool)) {
@@ -61,10 +59,10 @@ func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b
 		if shift == 0 {
 			vx, vy := zero, zero
 			if inX {
-				vx = x.values[slot]
+				vx = x.values[x.rank(slot)]
 			}
 			if inY {
-				vy = y.values[slot]
+				vy = y.values[y.rank(slot)]
 			}
 			if inX != inY || !same(vx, vy) {
 				fn(key, vx, inX, vy, inY)
@@ -73,10 +71,10 @@ func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b
 		}
 		var cx, cy *imNode[V]
 		if inX {
-			cx = x.children[slot]
+			cx = x.child(slot)
 		}
 		if inY {
-			cy = y.children[slot]
+			cy = y.child(slot)
 		}
 		diffNodes(cx, cy, shift-imBits, key, same, fn)
 	}

@@ -198,7 +198,8 @@ func TestIntMapEmptyAndEdges(t *testing.T) {
 }
 
 // TestIntMapSharesStructure checks that an update copies only the nodes on
-// one path: a set in a map of 100k keys allocates O(height) nodes.
+// one path: a set in a map of 100k keys allocates O(height) nodes, each a
+// node and its slot slice (the trie has 4 levels here).
 func TestIntMapSharesStructure(t *testing.T) {
 	var m intMap[int]
 	for k := range uint64(100_000) {
@@ -207,7 +208,7 @@ func TestIntMapSharesStructure(t *testing.T) {
 	allocs := testing.AllocsPerRun(50, func() {
 		_ = m.Set(150_001, 1)
 	})
-	if allocs > 6 {
+	if allocs > 2*4 {
 		t.Errorf("Set allocates %.0f times in a 100k-key map; want about the trie height", allocs)
 	}
 	next := m.Set(7, 7).Delete(3)

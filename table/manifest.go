@@ -25,7 +25,7 @@ type Manifest struct {
 // compaction puts new fragments at the keys of the ones they replace.
 type fragmentList struct {
 	byID  intMap[entry]  // fragment id → fragment and its sequence key
-	order intMap[uint64] // sequence key → fragment id
+	order seqOrder       // sequence key → fragment id
 	count fragmentCounts // kept up to date by add, remove and replace
 }
 

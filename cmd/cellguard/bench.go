@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pres := fs.String("preconditions", "0,1,16,128", "precondition sizes (fragments protected per transaction) to measure, at the largest batch size")
 	many := fs.Int("datasets", 1000, "datasets in the many-datasets run (0: skip)")
 	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets run")
+	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
 	if err := fs.Parse(args); err != nil {
@@ -61,7 +63,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	b := &bencher{srv: srv, n: *n, producers: *producers, out: stdout, log: b0}
+	b := &bencher{srv: srv, n: *n, producers: *producers, out: stdout, log: b0, cacheBytes: *cacheBytes}
 	bs, err := parseInts(*batches)
 	if err != nil {
 		return usageError{err.Error()}
@@ -109,19 +111,12 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		b.print(fmt.Sprintf("committer batch=%d pre=%d frags", top, p), got, 0)
 	}
 	if *many > 0 {
-		got, err := b.runMany(ctx, *many, *manyTxns)
+		got, mem, err := b.runMany(ctx, *many, *manyTxns)
 		if err != nil {
 			return err
 		}
 		b.print(fmt.Sprintf("%d datasets × %d txns", *many, *manyTxns), got, 0)
-		heap, rss := memoryInUse()
-		if path := os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE"); path != "" {
-			if err := writeHeapProfile(path); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(stdout, "  memory with %d datasets served: Go heap %.0f MiB, RSS %.0f MiB (one process: committer, embedded JetStream, producers)\n",
-			*many, float64(heap)/(1<<20), float64(rss)/(1<<20))
+		fmt.Fprintf(stdout, "  memory with %d datasets served: %s (one process: committer, embedded JetStream, producers)\n", *many, mem)
 	}
 	return nil
 }
@@ -137,6 +132,37 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// memReport is the process's memory at one point.
+type memReport struct {
+	live, heap, rss, rssReleased uint64
+}
+
+func (m memReport) String() string {
+	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
+	return fmt.Sprintf("Go heap %.0f MiB (live %.0f MiB), RSS %.0f MiB; RSS %.0f MiB once free heap is returned to the OS",
+		mib(m.heap), mib(m.live), mib(m.rss), mib(m.rssReleased))
+}
+
+// measureMemory reports the heap after a collection and the RSS, then the
+// RSS again after returning free memory to the OS, as Go's scavenger does
+// over time in a long-running process; CELLGUARD_BENCH_HEAP_PROFILE names
+// a file for the heap profile.
+func measureMemory() (memReport, error) {
+	var m memReport
+	m.heap, m.rss = memoryInUse()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.live = ms.HeapAlloc
+	if path := os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE"); path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			return m, err
+		}
+	}
+	debug.FreeOSMemory()
+	_, m.rssReleased = memoryInUse()
+	return m, nil
 }
 
 // memoryInUse returns the Go heap in use after a collection and the
@@ -180,6 +206,8 @@ type bencher struct {
 	out       io.Writer
 	runs      int
 	log       *slog.Logger
+	// cacheBytes is the committers' Config.CacheBytes.
+	cacheBytes int
 }
 
 type runSpec struct {
@@ -429,29 +457,29 @@ func benchAppend(id string, rv uint64, pre int) []byte {
 }
 
 // them (one consumer and one worker each).
-func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, error) {
+func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, memReport, error) {
 	prefix := "many"
 	sc, _ := subject.NewScheme(prefix)
 	nc, err := nats.Connect(b.srv.ClientURL())
 	if err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
 	if err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	cnc, err := nats.Connect(b.srv.ClientURL())
 	if err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	defer cnc.Close()
 	c, err := committer.New(cnc, committer.Config{
 		Prefix: prefix, Logger: slog.New(slog.DiscardHandler), TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond,
-		BatchSize: 64, Window: 16, TxnMaxBytes: 512 << 20,
+		BatchSize: 64, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes,
 	})
 	if err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -463,30 +491,32 @@ func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, error
 	tr := newTracker(datasets * (per + 1))
 	sub, err := nc.Subscribe(sc.DecAll(), tr.onDecision)
 	if err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 	for d := 0; d < datasets; d++ {
 		id := newUUID()
 		if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchCreate(id), tr); err != nil {
-			return result{}, err
+			return result{}, memReport{}, err
 		}
 	}
 	if err := tr.wait(ctx, datasets, 5*time.Minute); err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
 	tr.reset()
 	for i := 0; i < per; i++ {
 		for d := 0; d < datasets; d++ {
 			id := newUUID()
 			if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchAppend(id, 1+uint64(i), 0), tr); err != nil {
-				return result{}, err
+				return result{}, memReport{}, err
 			}
 		}
 	}
 	if err := tr.wait(ctx, datasets*per, 5*time.Minute); err != nil {
-		return result{}, err
+		return result{}, memReport{}, err
 	}
-	return tr.result(datasets * per), nil
+	// Measured while the committer still serves every dataset.
+	mem, err := measureMemory()
+	return tr.result(datasets * per), mem, err
 }

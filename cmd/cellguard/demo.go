@@ -64,7 +64,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg demoConfig
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "keep the NATS store and the dataset files here (default: a temporary directory, removed at the end)")
-	fs.StringVar(&cfg.lanceRoot, "lance-root", "", "leave the demo's table as the Lance directory DIR/demo.lance (kept at exit)")
+	fs.StringVar(&cfg.lanceRoot, "lance-root", "", "publish the demo's table as the Lance directory DIR/demo.lance, kept at exit (default: a new temporary directory, kept)")
 	fs.IntVar(&cfg.fragments, "fragments", 8, "fragments of the table")
 	fs.IntVar(&cfg.rows, "rows", 1000, "rows per fragment")
 	fs.IntVar(&cfg.workers, "workers", 3, "workers computing y = f(x)")
@@ -87,6 +87,13 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	if cfg.lanceRoot == "" {
+		dir, err := os.MkdirTemp("", "cellguard-demo-lance-")
+		if err != nil {
+			return err
+		}
+		cfg.lanceRoot = dir
 	}
 	res, err := runDemo(ctx, cfg, stdout)
 	if err != nil {
@@ -112,11 +119,15 @@ type demoResult struct {
 	foreignFiles   int             // data files at the head that are not Lance files of format
 	headOverlays   int             // data overlays at the head (Lance 8 cannot read them)
 	manifest       *table.Manifest // the head
+	lanceDir       string          // where the versions were published ("" when not published)
+	published      uint64          // the last version the publisher laid out there
+	publishErr     error           // why publishing did not reach the head
 }
 
 func (r demoResult) ok() bool {
 	return r.caughtUp && r.stalePublished == 0 && r.staleAtHead == 0 && r.yTxns > 0 && r.headRows > 0 &&
-		r.format != "" && r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0
+		r.format != "" && r.headFiles > 0 && r.foreignFiles == 0 && r.headOverlays == 0 &&
+		(r.lanceDir == "" || r.published == r.head && r.publishErr == nil)
 }
 
 // demo is one run: the embedded server, the committer, the dataset and
@@ -125,7 +136,7 @@ type demoRun struct {
 	cfg    demoConfig
 	out    io.Writer
 	url    string
-	root   string // directory of the datasets' files
+	dir    string // the demo dataset's directory: data/, _deletions/ and, when published, _versions/
 	store  *data.Store
 	schema *table.Schema
 	start  time.Time
@@ -219,11 +230,16 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	}()
 	d.url = srv.ClientURL()
 	root := filepath.Join(dir, "datasets")
-	d.root = root
-	if err := linkLanceRoot(cfg.lanceRoot, root); err != nil {
+	storeAt := filepath.Join(root, demoDataset)
+	if cfg.lanceRoot != "" {
+		if storeAt, err = prepareLanceRoot(cfg.lanceRoot); err != nil {
+			return demoResult{}, err
+		}
+	} else if err := os.MkdirAll(storeAt, 0o755); err != nil {
 		return demoResult{}, err
 	}
-	if d.store, err = data.Open(ctx, filepath.Join(root, demoDataset)); err != nil {
+	d.dir = storeAt
+	if d.store, err = data.Open(ctx, storeAt); err != nil {
 		return demoResult{}, err
 	}
 	defer d.store.Close()
@@ -239,7 +255,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	}
 	fmt.Fprintf(out, "  embedded NATS JetStream at %s, data in %s\n", d.url, where)
 	if cfg.lanceRoot != "" {
-		fmt.Fprintf(out, "  the table's Lance files in %s\n", lanceLocation(cfg.lanceRoot, demoDataset))
+		fmt.Fprintf(out, "  every committed version is published as a Lance version in %s\n", lanceLocation(cfg.lanceRoot, demoDataset))
 	}
 
 	stopCommitter, err := d.runCommitter(ctx, root)
@@ -247,6 +263,13 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		return demoResult{}, err
 	}
 	defer stopCommitter()
+	var pub *demoPublisher
+	if cfg.lanceRoot != "" {
+		if pub, err = startDemoPublisher(ctx, d.url); err != nil {
+			return demoResult{}, err
+		}
+		defer pub.stop()
+	}
 	nc, err := nats.Connect(d.url, nats.Name("cellguard-demo"))
 	if err != nil {
 		return demoResult{}, err
@@ -268,6 +291,10 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	if err := d.verify(ctx, pc, &res); err != nil {
 		return res, err
 	}
+	if pub != nil {
+		res.lanceDir = lanceLocation(d.lanceRootAbs(), demoDataset)
+		res.published, res.publishErr = pub.waitFor(ctx, res.head, 30*time.Second)
+	}
 	d.printSummary(res)
 	return res, nil
 }
@@ -278,27 +305,33 @@ func lanceLocation(root, dataset string) string {
 	return filepath.Join(root, dataset+".lance")
 }
 
-// linkLanceRoot makes the demo's dataset live in lanceRoot/demo.lance when
-// lanceRoot is set. The committer finds datasets under a dataset root by
-// name (<root>/<dataset>), so root/demo becomes a link to that directory.
-func linkLanceRoot(lanceRoot, root string) error {
-	if lanceRoot == "" {
-		return nil
+// lanceRootAbs is the absolute --lance-root, or "" without one.
+func (d *demoRun) lanceRootAbs() string {
+	if d.cfg.lanceRoot == "" {
+		return ""
 	}
+	abs, err := filepath.Abs(d.cfg.lanceRoot)
+	if err != nil {
+		return d.cfg.lanceRoot
+	}
+	return abs
+}
+
+// prepareLanceRoot makes the empty directory lanceRoot/demo.lance, where
+// the committer (through its LanceRoot) and the publisher place the demo's
+// table, and returns its absolute path.
+func prepareLanceRoot(lanceRoot string) (string, error) {
 	loc, err := filepath.Abs(lanceLocation(lanceRoot, demoDataset))
 	if err != nil {
-		return err
+		return "", err
 	}
 	if entries, err := os.ReadDir(loc); err == nil && len(entries) > 0 {
-		return usageError{fmt.Sprintf("demo: %s is not empty; give --lance-root a directory without a %s.lance table", loc, demoDataset)}
+		return "", usageError{fmt.Sprintf("demo: %s is not empty; give --lance-root a directory without a %s.lance table", loc, demoDataset)}
 	}
 	if err := os.MkdirAll(loc, 0o755); err != nil {
-		return fmt.Errorf("demo: --lance-root: %w", err)
+		return "", fmt.Errorf("demo: --lance-root: %w", err)
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
-	}
-	return os.Symlink(loc, filepath.Join(root, demoDataset))
+	return loc, nil
 }
 
 // runCommitter starts the committer on its own connection.
@@ -311,6 +344,7 @@ func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error)
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Datasets:        []string{demoDataset},
 		DatasetRoot:     root,
+		LanceRoot:       d.lanceRootAbs(),
 		TakeoverOnStart: true,
 		CheckpointEvery: 200,
 		AckWait:         5 * time.Second,
@@ -530,6 +564,19 @@ func (d *demoRun) printSummary(r demoResult) {
 	fmt.Fprintf(d.out, "  (b) head version %d, %s: %d live rows, rows with y != f(x): %d\n", r.head, caught, r.headRows, r.staleAtHead)
 	fmt.Fprintf(d.out, "  (c) head version %d as Lance sees it: %d data files, %d not Lance %s files, %d data overlays\n",
 		r.head, r.headFiles, r.foreignFiles, r.format, r.headOverlays)
+	if r.lanceDir != "" {
+		fmt.Fprintf(d.out, "  (d) versions published as Lance versions in %s: 1 to %d of %d", r.lanceDir, r.published, r.head)
+		if r.publishErr != nil {
+			fmt.Fprintf(d.out, " (%v)", r.publishErr)
+		}
+		fmt.Fprintln(d.out)
+		fmt.Fprintln(d.out)
+		fmt.Fprintln(d.out, "open the table with LanceDB (npm i @lancedb/lancedb), at any version:")
+		fmt.Fprintf(d.out, "  node -e 'require(\"@lancedb/lancedb\").connect(%q).then(db => db.openTable(%q)).then(async t => { console.log(await t.version(), await t.countRows(), await t.query().limit(3).toArray()) })'\n",
+			filepath.Dir(r.lanceDir), demoDataset)
+		fmt.Fprintf(d.out, "  python -c 'import lancedb; t = lancedb.connect(%q).open_table(%q); print(t.version, t.count_rows())'\n",
+			filepath.Dir(r.lanceDir), demoDataset)
+	}
 	if r.ok() {
 		fmt.Fprintln(d.out, "PASS")
 	} else {

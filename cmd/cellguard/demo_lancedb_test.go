@@ -2,18 +2,14 @@ package main
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/lancedbtest"
-	"cellguard/proto/lancepb"
 	"cellguard/table"
 	"cellguard/table/data"
 )
@@ -24,19 +20,21 @@ const input = JSON.parse(await readStdin());
 const db = await lancedb.connect(input.dir);
 const tbl = await db.openTable(input.table);
 const rows = await tbl.query().select(["x", "y"]).limit(input.limit).toArray();
+const versions = await tbl.listVersions();
 process.stdout.write(JSON.stringify({
   count: await tbl.countRows(),
   version: await tbl.version(),
+  versions: versions.map((v) => v.version),
   x: rows.map((r) => r.x.toString()),
   y: rows.map((r) => (r.y === null ? null : r.y.toString())),
 }));
 `
 
-// TestLanceDBReadsDemoHead runs the demo with --lance-root, lays out its
-// head version as a Lance manifest next to the data files the demo wrote
-// in <root>/demo.lance (the publisher's job; here one manifest, written by
-// the test), and has real LanceDB 0.31 read it: the same live rows as the
-// data plane reads, and y = 3x+7 on every one of them.
+// TestLanceDBReadsDemoHead runs the demo with --lance-root, whose publisher
+// lays every committed version out in <root>/demo.lance, and has real
+// LanceDB 0.31 open the table there: every version is listed, and the head
+// has the same live rows as the data plane reads, with y = 3x+7 on every
+// one of them.
 func TestLanceDBReadsDemoHead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -53,17 +51,23 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 	}
 	head := res.manifest
 	lanceDir := cfg.lanceRoot
-	writeHeadManifest(t, lanceLocation(lanceDir, demoDataset), head)
+	if res.published != head.Version() {
+		t.Fatalf("published up to version %d of %d: %v", res.published, head.Version(), res.publishErr)
+	}
 
 	var got struct {
-		Count   int       `json:"count"`
-		Version uint64    `json:"version"`
-		X       []string  `json:"x"`
-		Y       []*string `json:"y"`
+		Count    int       `json:"count"`
+		Version  uint64    `json:"version"`
+		Versions []uint64  `json:"versions"`
+		X        []string  `json:"x"`
+		Y        []*string `json:"y"`
 	}
 	lancedbtest.Run(t, lancedbtest.Prelude+readXYJS, map[string]any{"dir": lanceDir, "table": demoDataset, "limit": 1 << 20}, &got)
 	if got.Version != head.Version() || got.Count != int(res.headRows) || len(got.X) != got.Count {
 		t.Fatalf("LanceDB: version %d, %d rows counted, %d read; want version %d, %d rows", got.Version, got.Count, len(got.X), head.Version(), res.headRows)
+	}
+	if len(got.Versions) != int(head.Version()) || got.Versions[0] != 1 || got.Versions[len(got.Versions)-1] != head.Version() {
+		t.Errorf("LanceDB lists versions %v…; want 1 to %d", got.Versions[:min(5, len(got.Versions))], head.Version())
 	}
 	var lanceX []int64
 	for i := range got.X {
@@ -75,34 +79,6 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 	}
 	if want := dataPlaneX(t, lanceLocation(lanceDir, demoDataset), head); !slices.Equal(lanceX, want) {
 		t.Errorf("LanceDB reads x %v…, the data plane %v…", lanceX[:min(5, len(lanceX))], want[:min(5, len(want))])
-	}
-}
-
-// writeHeadManifest writes m as the dataset's only Lance manifest, with an
-// inline transaction that creates it.
-func writeHeadManifest(t *testing.T, dir string, m *table.Manifest) {
-	t.Helper()
-	pb := proto.CloneOf(m.Proto())
-	pb.WriterVersion = &lancepb.Manifest_WriterVersion{Library: "lance", Version: "8.0.0"}
-	var frags []*lancepb.DataFragment
-	for f := range m.Fragments() {
-		frags = append(frags, f.Proto())
-	}
-	txn := &lancepb.Transaction{
-		ReadVersion: m.Version() - 1,
-		Uuid:        "0d6f1c2a-7b3e-4c5d-8e9f-a0b1c2d3e4f5",
-		Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
-			Fragments: frags, Schema: pb.GetFields()}},
-	}
-	b, err := table.WriteManifestFile(&table.ManifestFile{Manifest: pb, Transaction: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "_versions"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "_versions", table.ManifestFileName(m.Version(), true)), b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // at the head. It reads through a new Store, so nothing comes from the
 // workers' caches.
 func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResult) error {
-	store, err := data.Open(ctx, filepath.Join(d.root, demoDataset))
+	store, err := data.Open(ctx, d.dir)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (d *demoRun) checkLanceLayout(head *table.Manifest, res *demoResult) error 
 		res.headOverlays += len(f.Overlays())
 		for _, df := range f.Files() {
 			res.headFiles++
-			got, err := lanceFileVersion(filepath.Join(d.root, demoDataset, "data", df.GetPath()))
+			got, err := lanceFileVersion(filepath.Join(d.dir, "data", df.GetPath()))
 			if err != nil || got != v || df.GetFileMajorVersion() != major || df.GetFileMinorVersion() != minor {
 				res.foreignFiles++
 			}

@@ -1,0 +1,193 @@
+package committer
+
+import (
+	"container/list"
+	"sync"
+)
+
+// One memory budget (Config.CacheBytes) covers the caches of every
+// dataset: recent manifests, committed transactions, the change index and
+// what older history read from the log. A dataset's head manifest is its
+// minimum and is not counted. Each worker reports what its caches cost
+// after every batch; when the sum exceeds the budget, the datasets that
+// reported least recently are asked to drop their caches, and if that is
+// not enough the reporting dataset drops its own oldest entries. Dropping
+// a cache changes no decision: a read version that is no longer cached is
+// pinned from the nearest checkpoint and the log, within the same bounds
+// as always, or rejected READ_VERSION_TOO_OLD.
+//
+// Workers own their state, so one never touches another's caches: a
+// request to drop them is a signal the owner handles between batches.
+
+// cacheBudget is the budget shared by all of a committer's datasets.
+type cacheBudget struct {
+	limit int
+
+	mu     sync.Mutex
+	total  int                     // sum of the shares' costs
+	lru    *list.List              // shares with a cost, most recently reported first
+	shares map[string]*budgetShare // by dataset
+}
+
+// budgetShare is one dataset's part of the budget. Its fields other than
+// trim are guarded by the budget's mutex.
+type budgetShare struct {
+	b       *cacheBudget
+	cost    int
+	elem    *list.Element // in b.lru; nil while cost is 0
+	pending bool          // asked to drop its caches, not done yet
+	// trim receives a request to drop the caches; buffered, never closed.
+	trim chan struct{}
+}
+
+func newCacheBudget(limit int) *cacheBudget {
+	return &cacheBudget{limit: limit, lru: list.New(), shares: map[string]*budgetShare{}}
+}
+
+// join returns a new share for ds, replacing (and releasing) any earlier
+// one: a reloaded state starts with empty caches.
+func (b *cacheBudget) join(ds string) *budgetShare {
+	s := &budgetShare{b: b, trim: make(chan struct{}, 1)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old := b.shares[ds]; old != nil {
+		old.setLocked(0)
+	}
+	b.shares[ds] = s
+	return s
+}
+
+// leave releases the share of ds if it is s (a dataset whose state was
+// dropped).
+func (s *budgetShare) leave(ds string) {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.setLocked(0)
+	if b.shares[ds] == s {
+		delete(b.shares, ds)
+	}
+}
+
+// requests returns the channel on which the owner is asked to drop its
+// caches.
+func (s *budgetShare) requests() <-chan struct{} { return s.trim }
+
+// report records what the dataset's caches cost now and marks it the most
+// recently used. If the budget is exceeded, it asks the least recently
+// used datasets to drop their caches and returns how many bytes the
+// caller must drop itself (0 when the others' caches cover the excess).
+func (s *budgetShare) report(cost int) (excess int) {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.pending = false
+	s.setLocked(cost)
+	if s.elem != nil {
+		b.lru.MoveToFront(s.elem)
+	}
+	excess = b.total - b.limit
+	for e := b.lru.Back(); e != nil && excess > 0; e = e.Prev() {
+		o := e.Value.(*budgetShare)
+		if o == s {
+			break // every other share is more recent: drop our own
+		}
+		excess -= o.cost
+		if !o.pending {
+			o.pending = true
+			select {
+			case o.trim <- struct{}{}:
+			default: // a request is already waiting
+			}
+		}
+	}
+	return max(excess, 0)
+}
+
+// setLocked changes the share's cost, keeping total and lru in step.
+func (s *budgetShare) setLocked(cost int) {
+	b := s.b
+	b.total += cost - s.cost
+	s.cost = cost
+	switch {
+	case cost == 0 && s.elem != nil:
+		b.lru.Remove(s.elem)
+		s.elem, s.pending = nil, false
+	case cost > 0 && s.elem == nil:
+		s.elem = b.lru.PushFront(s)
+	}
+}
+
+// used returns the bytes counted against the budget, for tests and metrics.
+func (b *cacheBudget) used() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
+}
+
+func joinBudget(b *cacheBudget, ds string) *budgetShare {
+	if b == nil {
+		return nil
+	}
+	return b.join(ds)
+}
+
+// cacheCost is what the state's caches count against the budget: all it
+// keeps beyond the head manifest and the bookkeeping every version needs.
+func (s *state) cacheCost() int {
+	n := s.rbytes + s.tbytes + s.ix.Bytes()
+	if h, ok := s.older.(*logHistory); ok {
+		n += h.cacheCost()
+	}
+	return n
+}
+
+// fitBudget reports the caches' cost to the budget and, if the least
+// recently used datasets cannot free enough, drops the state's own oldest
+// entries. It runs between batches, never with provisional decisions.
+func (s *state) fitBudget() {
+	if s.share == nil {
+		return
+	}
+	cost := s.cacheCost()
+	if excess := s.share.report(cost); excess > 0 {
+		s.shrinkCaches(max(cost-excess, 0))
+		s.share.report(s.cacheCost())
+	}
+}
+
+// dropCaches answers the budget's request to drop the caches: everything
+// but the head manifest goes.
+func (s *state) dropCaches() {
+	s.shrinkCaches(0)
+	if s.share != nil {
+		s.share.report(s.cacheCost())
+	}
+}
+
+// leaveBudget releases the state's share, when the state is dropped.
+func (s *state) leaveBudget() {
+	if s.share != nil {
+		s.share.leave(s.ds)
+	}
+}
+
+// shrinkCaches drops cached entries, oldest first, until the caches cost
+// at most target: history read from the log, then recent manifests, then
+// committed transactions, then the change index's oldest versions.
+func (s *state) shrinkCaches(target int) {
+	if h, ok := s.older.(*logHistory); ok && s.cacheCost() > target {
+		h.dropCache()
+	}
+	for v := max(s.mevicted, s.evicted) + 1; s.cacheCost() > target && v < s.headVersion(); v++ {
+		s.dropManifest(v)
+		s.mevicted = v
+	}
+	for v := max(s.tevicted, s.evicted) + 1; s.cacheCost() > target && v <= s.headVersion(); v++ {
+		s.dropTxn(v)
+		s.tevicted = v
+	}
+	if over := s.cacheCost() - target; over > 0 {
+		s.ix.Shrink(max(s.ix.Bytes()-over, 0))
+	}
+}

@@ -1,0 +1,67 @@
+package table_test
+
+import (
+	"runtime"
+	"testing"
+
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// BenchmarkFragmentListBytes reports what a manifest's fragment structures
+// (lookup by id and scan order) cost per fragment: the heap a head built by
+// appends keeps alive beyond its fragments, which exist beforehand.
+// "appended" builds the head one append per version, as the committer does;
+// "decoded" builds it from its protobuf form, as a checkpoint load does.
+func BenchmarkFragmentListBytes(b *testing.B) {
+	const n = 300
+	base, err := table.FromProto(&lancepb.Manifest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pbs := make([]*lancepb.DataFragment, n)
+	frags := make([]*table.Fragment, n)
+	for i := range frags {
+		pbs[i] = apFrag(uint64(i), 1000)
+		frags[i] = table.NewFragment(pbs[i])
+	}
+	build := map[string]func() (*table.Manifest, error){
+		"appended": func() (*table.Manifest, error) {
+			m := base
+			for _, f := range frags {
+				bl := m.Edit()
+				if err := bl.Append(f); err != nil {
+					return nil, err
+				}
+				m = bl.Build()
+			}
+			return m, nil
+		},
+		"decoded": func() (*table.Manifest, error) {
+			return table.FromProto(&lancepb.Manifest{Fragments: pbs})
+		},
+	}
+	for _, name := range []string{"appended", "decoded"} {
+		b.Run(name, func(b *testing.B) {
+			var perFrag float64
+			for b.Loop() {
+				before := heapInUse()
+				m, err := build[name]()
+				if err != nil {
+					b.Fatal(err)
+				}
+				perFrag = float64(heapInUse()-before) / n
+				runtime.KeepAlive(m)
+			}
+			b.ReportMetric(perFrag, "B/fragment")
+		})
+	}
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
