@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -81,6 +83,11 @@ func TestErrors(t *testing.T) {
 				t.Errorf("%s %s: %d %v, want %d with code %d", c.method, c.path, status, body, c.status, c.code)
 			}
 		})
+	}
+	for _, ds := range []string{"nope", "u"} {
+		if _, err := os.Stat(filepath.Join(e.root, ds+".lance")); !os.IsNotExist(err) {
+			t.Errorf("a read of unknown table %s created its directory (%v)", ds, err)
+		}
 	}
 	if after := e.decisions(t, "t"); after != before {
 		t.Errorf("decision log moved from %d to %d records: something was staged", before, after)

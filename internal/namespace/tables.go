@@ -214,22 +214,35 @@ func (s *Server) describe(ctx context.Context, r *http.Request, bodyID []string,
 	if e != nil {
 		return nil, e
 	}
-	t, e := s.location(ctx, ds, exists)
+	if !exists {
+		// Reads never create anything: only a declared table has a state.
+		if t, ok := s.declaredTable(ds); ok {
+			return &tableResponse{Location: clientLocation(t.locURL), ManagedVersioning: true, IsOnlyDeclared: true}, nil
+		}
+		return nil, tableNotFound(ds)
+	}
+	t, e := s.location(ctx, ds, true)
 	if e != nil {
 		return nil, e
 	}
-	t.mu.Lock()
-	declared := t.declared
-	t.mu.Unlock()
-	switch {
-	case exists && version != nil && (*version == 0 || *version > h.Version):
+	if version != nil && (*version == 0 || *version > h.Version) {
 		return nil, errorf(http.StatusNotFound, CodeTableVersionNotFound, "table %q has no version %d (head %d)", ds, *version, h.Version)
-	case exists:
-		return &tableResponse{Location: clientLocation(t.locURL), ManagedVersioning: true, Version: h.Version}, nil
-	case declared:
-		return &tableResponse{Location: clientLocation(t.locURL), ManagedVersioning: true, IsOnlyDeclared: true}, nil
 	}
-	return nil, tableNotFound(ds)
+	return &tableResponse{Location: clientLocation(t.locURL), ManagedVersioning: true, Version: h.Version}, nil
+}
+
+// declaredTable returns the state of ds if it was declared here and not
+// created yet, without creating one.
+func (s *Server) declaredTable(ds string) (*tableState, bool) {
+	s.mu.Lock()
+	t, ok := s.tables[ds]
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t, t.declared
 }
 
 func (s *Server) describeTable(ctx context.Context, r *http.Request) (any, *Error) {
@@ -274,15 +287,14 @@ func (s *Server) dropTable(ctx context.Context, r *http.Request) (any, *Error) {
 		return nil, &Error{Status: http.StatusNotAcceptable, Code: CodeUnsupported, Final: true,
 			Msg: "dropping a created table is not supported: its decision log is kept"}
 	}
-	t := s.table(ds)
-	t.mu.Lock()
-	declared, u := t.declared, t.locURL
-	t.declared = false
-	t.mu.Unlock()
+	t, declared := s.declaredTable(ds)
 	if !declared {
 		return nil, tableNotFound(ds)
 	}
-	return map[string]any{"id": []string{ds}, "location": clientLocation(u)}, nil
+	t.mu.Lock()
+	t.declared = false
+	t.mu.Unlock()
+	return map[string]any{"id": []string{ds}, "location": clientLocation(t.locURL)}, nil
 }
 
 func (s *Server) createTable(_ context.Context, r *http.Request) (any, *Error) {

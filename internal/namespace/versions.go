@@ -103,18 +103,15 @@ func (s *Server) listVersions(ctx context.Context, r *http.Request) (any, *Error
 	if e != nil {
 		return nil, e
 	}
-	t, e := s.location(ctx, ds, exists)
-	if e != nil {
-		return nil, e
-	}
 	if !exists {
-		t.mu.Lock()
-		declared := t.declared
-		t.mu.Unlock()
-		if !declared {
+		if _, declared := s.declaredTable(ds); !declared {
 			return nil, tableNotFound(ds)
 		}
 		return versionsResponse{Versions: []tableVersion{}}, nil
+	}
+	t, e := s.location(ctx, ds, true)
+	if e != nil {
+		return nil, e
 	}
 	if _, err := s.published(ctx, t.loc, h.Version, publishWait); err != nil {
 		return nil, internal(err)
