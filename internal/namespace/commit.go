@@ -29,6 +29,10 @@ type createVersionRequest struct {
 	Branch       *string  `json:"branch"`
 }
 
+// ReasonManifestMismatch is the reason of a refused commit whose
+// manifest is not table.Apply's (see table.ManifestDiff).
+const ReasonManifestMismatch = "MANIFEST_MISMATCH"
+
 // errBadReadVersion reports a transaction whose read version is not a
 // version of the table.
 var errBadReadVersion = errors.New("read version not in the table")
@@ -111,6 +115,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if e := s.verify(ctx, t, ds, h, exists, st); e != nil {
 		if e.Final {
 			t.refuse(st.txn.GetUuid(), e)
+			s.metrics.refusals.WithLabelValues(ds, e.Reason).Inc()
 		}
 		return nil, e
 	}
@@ -280,10 +285,10 @@ func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec dec
 		if h, ok, e := s.head(ctx, ds); e == nil && ok {
 			_, _ = s.published(ctx, t.loc, h.Version, publishWait)
 		}
-		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error()}
+		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: cellguardpb.Reason_CONFLICT_RETRYABLE.String()}
 	}
 	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error()}
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: rec.Decision.GetReason().String()}
 }
 
 // verify checks the client's manifest against the table model: it must
@@ -304,7 +309,7 @@ func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.
 	}
 	if diff := table.ManifestDiff(want.Proto(), st.manifest); len(diff) > 0 {
 		err := &table.ManifestMismatchError{Version: want.Version(), Fields: diff}
-		e := finalRejection(err.Error(), "MANIFEST_MISMATCH")
+		e := finalRejection(err.Error(), ReasonManifestMismatch)
 		e.Detail = "differing fields: " + strings.Join(diff, ", ")
 		return e
 	}

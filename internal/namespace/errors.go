@@ -35,6 +35,10 @@ type Error struct {
 	// Final marks a decision that retrying cannot change (a permanent
 	// rejection): the same request gets the same answer.
 	Final bool
+	// Reason is the typed reason of a refused commit: a decision's
+	// reason (PRECONDITION_FAILED, …) or the server's own
+	// (MANIFEST_MISMATCH, INVALID_TRANSACTION); empty otherwise.
+	Reason string
 }
 
 func (e *Error) Error() string {
@@ -91,5 +95,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // docs/design.md, "Lance REST namespace": what the client does on each
 // status). reason names the typed reason.
 func finalRejection(msg, reason string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: reason + ": " + msg}
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: reason + ": " + msg, Reason: reason}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"cellguard/internal/lancedbtest"
+	"cellguard/internal/namespace"
 	"cellguard/table"
 )
 
@@ -207,6 +208,9 @@ func TestLanceDBTamperedManifest(t *testing.T) {
 	}
 	if out.Errors[0] == nil {
 		t.Error("the add succeeded")
+	}
+	if n := testutil.ToFloat64(e.ns.Refusals("m", namespace.ReasonManifestMismatch)); n != 1 {
+		t.Errorf("%v manifest mismatches counted, want 1 (retries are answered, not counted)", n)
 	}
 	if js(t, out.IDs) != js(t, []int{0}) {
 		t.Errorf("rows %v, want [0]", out.IDs)

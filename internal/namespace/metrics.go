@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -25,9 +26,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Lance REST namespace request latency by route.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"route"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cellguard_namespace_refusals_total",
+			Help: "Commits the namespace refused before staging (never decided by the committer), by dataset and reason.",
+		}, []string{"dataset", "reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.refusals} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -45,4 +50,10 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 // (for tests and dashboards).
 func (s *Server) Requests(route string, status int) prometheus.Counter {
 	return s.metrics.requests.WithLabelValues(route, strconv.Itoa(status))
+}
+
+// Refusals returns the counter of commits to ds the namespace refused
+// before staging for reason.
+func (s *Server) Refusals(ds, reason string) prometheus.Counter {
+	return s.metrics.refusals.WithLabelValues(ds, reason)
 }
