@@ -22,11 +22,14 @@ test: check
 test-quick:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-## test-long: the long oracle run, more crash-injection runs, the long demo scenario.
+## test-long: the long oracle run, more crash-injection runs, the long demo scenario,
+## and the soak: 8 SDK workers, SIGKILLs of a real serve, stale reads at lag ≤ 50,000.
 test-long:
 	$(GO) test -count=1 -timeout 60m ./evaluator -run Oracle -oracle.cases=100000
 	$(GO) test -count=1 -timeout 60m ./committer -run Crash -crash.runs=500
 	$(GO) test -count=1 -timeout 60m ./cmd/cellguard -run TestDemoScenario -demo.long
+	$(GO) test -count=1 -timeout 10m -v ./committer -run TestFailoverDecisionGap -failover.measure
+	$(GO) test -count=1 -timeout 60m -v ./cmd/cellguard -run TestSoak -soak -soak.duration=5m -soak.lag=50000 -soak.maxgap=1s
 
 ## check: formatting, vet, module tidiness, generated code drift, race-enabled tests.
 check: fmt vet tidy-check proto-check race

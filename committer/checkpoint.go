@@ -88,6 +88,9 @@ func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
 	}
 }
 
+// errReplayDone ends loadState's body replay at the indexed top.
+var errReplayDone = errors.New("committer: replay reached the indexed top")
+
 // loadState fills st from the log: a headers-only pass indexes every
 // decision (ids for exactly-once, version → record sequence), then the
 // manifest is rebuilt from the newest trusted checkpoint plus the
@@ -138,7 +141,18 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if st.headVersion() == top {
 		return nil
 	}
-	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error { return st.advance(ctx, r) })
+	// Another committer may append while this one loads (a standby
+	// loading beside the leader): records past the index pass's top are
+	// left for the catch-up that follows the index, not replayed here.
+	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error {
+		if r.Version > top {
+			return errReplayDone
+		}
+		return st.advance(ctx, r)
+	})
+	if errors.Is(err, errReplayDone) {
+		err = nil
+	}
 	if err != nil {
 		return untrusted(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +47,13 @@ type Committer struct {
 	cps     map[string][]uint64 // known checkpoint versions per dataset, ascending
 	wg      sync.WaitGroup
 	fatal   chan error
+	strays  strays
+	pinKick chan struct{} // a worker learnt a new pin id: announce it
+
+	phaseMu    sync.Mutex
+	phase      int // phaseStarting, phaseRunning, phaseStopped
+	phaseSince time.Time
+	setupErr   error // the last failed setup attempt's error
 }
 
 // New returns a Committer that talks to JetStream over nc. It checks the
@@ -68,7 +75,9 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	c := &Committer{
 		cfg: cfg, sc: sc, log: cfg.Logger, nc: nc, js: js, metrics: m,
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
+		pinKick: make(chan struct{}, 1),
 	}
+	c.strays.c = c
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
 	if cfg.CacheBytes > 0 {
 		c.budget = newCacheBudget(cfg.CacheBytes)
@@ -81,16 +90,17 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 }
 
 // Run creates or verifies the streams, then serves datasets until ctx is
-// done or a fatal error occurs. On cancellation each worker finishes the
-// batch in hand (append and ack) before Run returns. Run blocks; every
-// goroutine it starts has exited when it returns.
+// done or a fatal error occurs. Setting up is retried with backoff until
+// it succeeds or ctx ends (several committers starting together on a
+// fresh cluster race to create the streams, and a cluster still forming
+// times requests out). On cancellation each worker finishes the batch in
+// hand (append and ack) before Run returns. Run blocks; every goroutine
+// it starts has exited when it returns.
 func (c *Committer) Run(ctx context.Context) error {
-	var err error
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = c.openStreams(setup)
-	cancel()
-	if err != nil {
-		return err
+	c.setPhase(phaseStarting, nil)
+	defer c.setPhase(phaseStopped, nil)
+	if err := c.setup(ctx); err != nil || ctx.Err() != nil {
+		return err // nil when stopped during start-up
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -99,6 +109,14 @@ func (c *Committer) Run(ctx context.Context) error {
 		return err
 	}
 	defer unsub()
+	if c.cfg.TakeoverAfter > 0 {
+		b := newBeacons(c)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			b.run(runCtx)
+		}()
+	}
 
 	for _, ds := range c.cfg.Datasets {
 		c.ensureWorker(runCtx, ds)
@@ -106,6 +124,7 @@ func (c *Committer) Run(ctx context.Context) error {
 	if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
 		c.log.Warn("discover datasets", "err", err)
 	}
+	c.setPhase(phaseRunning, nil)
 	c.ready.Store(true)
 	c.log.Info("committer running", "prefix", c.sc.Prefix(), "batch", c.cfg.BatchSize)
 	tick := time.NewTicker(c.cfg.DiscoverEvery)
@@ -131,23 +150,104 @@ loop:
 	return runErr
 }
 
-// discover starts a worker for every dataset with staged messages.
-func (c *Committer) discover(ctx context.Context) error {
-	if len(c.cfg.Datasets) > 0 {
-		return nil
+// setupAttemptTimeout bounds one attempt at setting up the streams.
+const setupAttemptTimeout = 10 * time.Second
+
+// setupRetry paces the attempts: jittered, so committers that failed
+// together do not retry together.
+var setupRetry = retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
+
+// setup creates or verifies the streams, consumers and checkpoint store,
+// retrying until it succeeds, ctx ends, or the streams are configured in
+// a way the protocol cannot work with.
+func (c *Committer) setup(ctx context.Context) error {
+	attempt := 0
+	err := retry.Do(ctx, math.MaxInt, setupRetry, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, setupAttemptTimeout)
+		defer cancel()
+		err := c.openStreams(actx)
+		if err == nil {
+			err = c.dropWildcardConsumers(actx)
+		}
+		if err != nil && ctx.Err() == nil {
+			attempt++
+			c.setPhase(phaseStarting, err)
+			c.log.Warn("set up streams; retrying", "attempt", attempt, "err", err)
+		}
+		return err
+	}, func(err error) bool {
+		return !errors.Is(err, ErrStreamMismatch) && !errors.Is(err, ErrInvalidConfig)
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped while starting: a clean exit
 	}
+	return err
+}
+
+// Run phases, for /healthz.
+const (
+	phaseStarting = iota
+	phaseRunning
+	phaseStopped
+)
+
+func (c *Committer) setPhase(p int, err error) {
+	c.phaseMu.Lock()
+	defer c.phaseMu.Unlock()
+	if c.phase != p || c.phaseSince.IsZero() {
+		c.phaseSince = time.Now()
+	}
+	c.phase, c.setupErr = p, err
+}
+
+// discover starts a worker for every dataset with staged messages (all
+// datasets, unless Datasets restricts them) and sweeps stray messages
+// (see strays.go) when the stream holds any.
+func (c *Committer) discover(ctx context.Context) error {
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	info, err := c.txn.Info(ictx, jetstream.WithSubjectFilter(c.sc.TxnAll()))
+	info, err := c.txn.Info(ictx, jetstream.WithSubjectFilter(c.sc.TxnTree()))
 	if err != nil {
 		return err
 	}
+	stray := false
 	for subj := range info.State.Subjects {
-		ds, err := c.sc.ParseTxn(subj)
-		if err != nil {
-			continue
+		ds, err := c.sc.ParseStaged(subj)
+		switch {
+		case errors.Is(err, subject.ErrNotOurs):
+		case subject.IsWildcardToken(ds):
+			stray = true
+		case len(c.cfg.Datasets) == 0:
+			// An invalid but literal token gets a worker too: its
+			// messages are rejected with INVALID_DATASET_NAME there.
+			c.ensureWorker(ctx, ds)
 		}
-		c.ensureWorker(ctx, ds)
+	}
+	if stray {
+		return c.strays.sweep(ctx)
+	}
+	return nil
+}
+
+// dropWildcardConsumers deletes dataset consumers filtered on a wildcard
+// token, which earlier versions created for a literal "*" or ">" subject:
+// they overlap every dataset's consumer.
+func (c *Committer) dropWildcardConsumers(ctx context.Context) error {
+	lister := c.txn.ListConsumers(ctx)
+	var bad []string
+	for ci := range lister.Info() {
+		if tok, err := c.sc.ParseStaged(ci.Config.FilterSubject); err != nil && subject.IsWildcardToken(tok) {
+			bad = append(bad, ci.Name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("committer: list consumers: %w", err)
+	}
+	for _, name := range bad {
+		if err := c.txn.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("committer: delete wildcard consumer %s: %w", name, err)
+		}
+		c.log.Warn("deleted a consumer filtered on a wildcard dataset token", "consumer", name)
 	}
 	return nil
 }
@@ -204,10 +304,12 @@ func (c *Committer) signalFatal(err error) {
 // watchUnpinned subscribes to the UNPINNED advisories of the dataset
 // consumers: when a pinned committer went silent (reason "timeout"), the
 // consumer is reset so its unacked messages go to the next committer now
-// instead of after AckWait. The reset runs on the subscription's own
-// delivery goroutine, bounded and ended with ctx: nothing outlives Run.
+// instead of after AckWait. The subscription only queues the consumer's
+// name; a goroutine of Run's (ended with ctx, waited for by Run) resets
+// it: nothing outlives Run.
 func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 	subj := "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED." + c.sc.TxnStream() + ".*"
+	resets := make(chan string, 64)
 	sub, err := c.nc.Subscribe(subj, func(m *nats.Msg) {
 		var adv struct {
 			Consumer string `json:"consumer"`
@@ -216,11 +318,26 @@ func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 		if json.Unmarshal(m.Data, &adv) != nil || adv.Reason != "timeout" || !strings.HasPrefix(adv.Consumer, "commit-") {
 			return
 		}
-		c.resetConsumer(ctx, adv.Consumer)
+		select {
+		case resets <- adv.Consumer:
+		default: // a burst: the consumers queued already get reset
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("committer: watch advisories: %w", err)
 	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case name := <-resets:
+				c.resetConsumer(ctx, name)
+			}
+		}
+	}()
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
@@ -249,23 +366,5 @@ func (c *Committer) step(s Step, ds string) error {
 var errCrash = errors.New("committer: injected crash")
 
 // Ready reports whether the committer has set up its streams and serves.
+// It does not say that every dataset is deciding: /readyz (Readyz) does.
 func (c *Committer) Ready() bool { return c.ready.Load() }
-
-// Healthz answers 200 while the process runs.
-func (c *Committer) Healthz() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-}
-
-// Readyz answers 200 once Run has set up the streams and while the NATS
-// connection is up, 503 otherwise.
-func (c *Committer) Readyz() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if !c.Ready() || !c.nc.IsConnected() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-}

@@ -64,9 +64,17 @@ type Config struct {
 	// PinnedTTL for the pin of its dead predecessor. Leave it off when
 	// several replicas run: it would move the pin on every deploy.
 	TakeoverOnStart bool
+	// TakeoverAfter is how long a committer's pin announcements may stop
+	// before a standby unpins the consumers it held (fast takeover; see
+	// beacon.go). Default 1.5 s; negative disables it, leaving takeover to
+	// PinnedTTL.
+	TakeoverAfter time.Duration
 	// DiscoverEvery is how often CG_TXN is scanned for datasets with no
 	// worker (default 500 ms).
 	DiscoverEvery time.Duration
+	// StartStuckAfter is how long setting up the streams may take before
+	// /healthz reports a stuck start (default 30 s).
+	StartStuckAfter time.Duration
 	// Datasets restricts the committer to these datasets (default: all).
 	Datasets []string
 
@@ -224,8 +232,14 @@ func (c Config) withDefaults() Config {
 	if c.PullExpiry == 0 {
 		c.PullExpiry = max(c.PinnedTTL/4, min(time.Second, c.PinnedTTL/3))
 	}
+	if c.TakeoverAfter == 0 {
+		c.TakeoverAfter = 1500 * time.Millisecond
+	}
 	if c.DiscoverEvery == 0 {
 		c.DiscoverEvery = 500 * time.Millisecond
+	}
+	if c.StartStuckAfter == 0 {
+		c.StartStuckAfter = 30 * time.Second
 	}
 	if c.Window == 0 {
 		c.Window = 256
@@ -284,6 +298,8 @@ func (c Config) Validate() error {
 		return bad("PullExpiry %v > PinnedTTL/3 (%v): the pin would flap when idle", c.PullExpiry, c.PinnedTTL/3)
 	case c.PullExpiry < time.Second:
 		return bad("PullExpiry %v < 1s (the client's minimum)", c.PullExpiry)
+	case c.TakeoverAfter > 0 && c.TakeoverAfter < 3*beaconEvery:
+		return bad("TakeoverAfter %v < %v (three announcements)", c.TakeoverAfter, 3*beaconEvery)
 	case c.AckWait < time.Second:
 		return bad("AckWait %v < 1s", c.AckWait)
 	case c.Duplicates < time.Minute:

@@ -19,7 +19,11 @@ import (
 	"cellguard/proto/cellguardpb"
 )
 
-var crashRuns = flag.Int("crash.runs", 100, "randomized crash-injection runs")
+var (
+	crashRuns = flag.Int("crash.runs", 100, "randomized crash-injection runs")
+	crashSeed = flag.Uint64("crash.seed", 0, "seed of the crash-injection runs (0: random); a failure prints the seed to replay")
+	crashRun1 = flag.Int("crash.run", -1, "replay only this run of the seed (-1: all runs)")
+)
 
 var crashSteps = []Step{StepDecided, StepMidBatch, StepAppended, StepPartialAck, StepAcked, StepCheckpoint}
 
@@ -53,21 +57,33 @@ func TestCrashInjection(t *testing.T) {
 	if testing.Short() {
 		runs = 20
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d, %d runs", seed, runs)
-	fired := 0
+	seed := *crashSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d, %d runs (replay: go test ./committer -run TestCrashInjection -crash.seed %d)", seed, runs, seed)
+	fired, ran, current := 0, 0, 0
+	t.Cleanup(func() { // also when a helper stopped the test with Fatal
+		if t.Failed() {
+			t.Logf("FAILED: replay with -crash.seed %d -crash.run %d", seed, current)
+		}
+	})
 	for run := range runs {
+		if *crashRun1 >= 0 && run != *crashRun1 {
+			continue
+		}
+		ran, current = ran+1, run
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
 		if crashRun(t, url, js, run, rng) {
 			fired++
 		}
 		if t.Failed() {
-			t.Fatalf("run %d failed (seed %d)", run, seed)
+			t.Fatalf("run %d failed; replay with -crash.seed %d -crash.run %d", run, seed, run)
 		}
 	}
-	t.Logf("%d of %d runs crashed mid-protocol", fired, runs)
-	if fired < runs/3 {
-		t.Errorf("only %d of %d runs hit their crash point", fired, runs)
+	t.Logf("%d of %d runs crashed mid-protocol", fired, ran)
+	if fired < ran/3 {
+		t.Errorf("only %d of %d runs hit their crash point (seed %d)", fired, ran, seed)
 	}
 }
 

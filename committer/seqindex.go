@@ -49,7 +49,7 @@ func (x *seqIndex) set(v, seq uint64) {
 
 // truncate forgets the versions after top.
 func (x *seqIndex) truncate(top uint64) {
-	if top < x.first {
+	if top < x.first || x.first == 0 { // first == 0: nothing pushed yet
 		x.seqs = x.seqs[:0]
 		return
 	}

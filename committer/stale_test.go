@@ -186,6 +186,12 @@ func TestSeqIndex(t *testing.T) {
 	if x.top() != 0 {
 		t.Fatalf("empty top %d", x.top())
 	}
+	// A rollback on a dataset with no committed version yet (a batch of
+	// rejections whose append failed) truncates an index never pushed to.
+	x.truncate(0)
+	if x.top() != 0 {
+		t.Fatalf("empty top after truncate(0) %d", x.top())
+	}
 	x.push(10)
 	x.push(0)
 	x.set(2, 12)

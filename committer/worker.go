@@ -41,6 +41,7 @@ type worker struct {
 	cp       *checkpointer
 	// status is what DatasetStatuses reports; set by run.
 	status atomic.Pointer[DatasetStatus]
+	pin    atomic.Value // string: pinID, for the beacons
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -251,6 +252,11 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		redelivered = redelivered || md.NumDelivered > 1
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
 			pinChanged, w.pinID = w.pinID != "", pin
+			w.pin.Store(pin)
+			select {
+			case c.pinKick <- struct{}{}:
+			default:
+			}
 		}
 		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
 			lostDelivery = true
@@ -446,6 +452,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 	return nil
 }
 
+// appendTimeout bounds one append. An append answered late is no harm
+// (its outcome is read back from the log and the batch retried, fenced),
+// but a request lost with a killed stream leader is never answered: the
+// dataset would stall for this long. A healthy R3 append takes
+// milliseconds.
+const appendTimeout = 1500 * time.Millisecond
+
 // append appends recs fenced on expect. Batches of at least
 // AtomicBatchMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
@@ -456,13 +469,13 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.Decision) ([]uint64, error) {
 	c := w.c
 	if len(recs) >= c.cfg.AtomicBatchMin {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.Append(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {

@@ -112,7 +112,7 @@ func NewRejections(nc *nats.Conn, cfg RejectionsConfig) (*Rejections, error) {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	if cfg.Dataset != "" {
-		if err := subject.Validate(cfg.Dataset); err != nil {
+		if err := subject.ValidateLog(cfg.Dataset); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
 	}

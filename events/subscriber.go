@@ -70,7 +70,7 @@ func NewSubscriber(nc *nats.Conn, cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	if err := subject.Validate(cfg.Dataset); err != nil {
+	if err := subject.ValidateLog(cfg.Dataset); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	if cfg.Durable != "" && !validName(cfg.Durable) {

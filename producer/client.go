@@ -137,7 +137,7 @@ func (c *Client) streams(ctx context.Context) (dec, txn jetstream.Stream, err er
 	c.mu.Lock()
 	if c.dl == nil {
 		c.dec, c.txn = dec, txn
-		c.dl = declog.New(c.js, c.sc, dec, nil, declog.Options{})
+		c.dl = declog.New(c.js, c.sc, dec, nil, declog.Options{RequestTimeout: readRequestTimeout})
 	}
 	dec, txn = c.dec, c.txn
 	c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/lancepb"
 	"cellguard/rejection"
@@ -36,13 +38,31 @@ func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error)
 	if err != nil {
 		return nil, err
 	}
-	ack, err := c.js.Publish(ctx, c.sc.Txn(txn.dataset), body,
-		jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
+	// Each attempt is bounded: a publish in flight when the stream's
+	// leader is lost is never answered, and waiting for it would spend
+	// the whole call. Attempts carry the same Nats-Msg-Id, so one that
+	// did land makes the next a duplicate.
+	var ack *jetstream.PubAck
+	err = retry.Do(ctx, math.MaxInt, stageRetry, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, stageAttemptTimeout)
+		defer cancel()
+		var err error
+		ack, err = c.js.Publish(actx, c.sc.Txn(txn.dataset), body,
+			jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
+		return err
+	}, func(err error) bool { return ambiguous(err) && ctx.Err() == nil })
 	if err != nil {
 		return nil, fmt.Errorf("producer: stage txn %s: %w", txn.ID(), err)
 	}
 	return ack, nil
 }
+
+// stageAttemptTimeout bounds one publish of a staged transaction; a
+// healthy publish takes milliseconds.
+const stageAttemptTimeout = 2 * time.Second
+
+// stageRetry paces the publish attempts of stage.
+var stageRetry = retry.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: true}
 
 // Commit stages txn and waits for its decision. It returns the version
 // the transaction created, or a *RejectedError, or an error wrapping
@@ -84,7 +104,7 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 		defer func() { stop(); <-ch }() // the lookup ends before Commit returns
 		found = ch
 	}
-	return c.await(ctx, f, w, found, txn.ID())
+	return c.await(ctx, f, w, found, txn.dataset, txn.ID(), txn)
 }
 
 // ambiguous reports a publish error after which the message may or may
@@ -111,15 +131,39 @@ func (c *Client) lookupAsync(ctx context.Context, ds, id string, readVersion uin
 }
 
 // await waits for the decision of id from the follower or the lookup.
-func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, id string) (uint64, error) {
+//
+// The follower reads the log live; when it makes no progress for a tick
+// (its consumer stalled: the stream's leader was lost, a reconnect is
+// under way) await also looks the decision up directly in the log, from
+// just past what the follower has seen, once per tick: a decision made
+// meanwhile is found within about a second instead of when the call
+// times out. When the lookup finds nothing and txn is set (Commit), txn
+// is staged again: harmless if it had landed (the stream drops the
+// duplicate, the committer decides a uuid once), and it lands now if the
+// first publish was lost with the leader.
+func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan lookup, ds, id string, txn *Txn) (uint64, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var probe <-chan lookup // the stall lookup in flight, if any
+	stopProbe := func() {}
+	defer func() {
+		stopProbe()
+		if probe != nil {
+			<-probe // it ends before await returns
+		}
+	}()
+	lastSeen := f.seenSeq()
 	for {
 		select {
 		case r := <-w.ch:
 			return c.result(ctx, r)
 		case l := <-found:
 			found = nil
+			if l.found {
+				return c.result(ctx, l.r)
+			}
+		case l := <-probe:
+			probe = nil
 			if l.found {
 				return c.result(ctx, l.r)
 			}
@@ -137,9 +181,41 @@ func (c *Client) await(ctx context.Context, f *follower, w waiter, found <-chan 
 			if ferr != nil {
 				return 0, fmt.Errorf("producer: txn %s: %w: %w", id, ErrOutcomeUnknown, ferr)
 			}
+			seen := f.seenSeq()
+			if seen == lastSeen && probe == nil {
+				probe, stopProbe = c.probeAsync(ctx, ds, id, seen+1, txn)
+			}
+			lastSeen = seen
 		}
 	}
 }
+
+// probeAsync looks for the decision of id in ds's log from sequence from,
+// and stages txn again (when set) if there is none. It gives up after
+// probeTimeout: a request lost with a stream leader must not block the
+// next probe. The channel yields one result, then closes; stop cancels
+// the probe.
+func (c *Client) probeAsync(ctx context.Context, ds, id string, from uint64, txn *Txn) (_ <-chan lookup, stop func()) {
+	ctx, stop = context.WithTimeout(ctx, probeTimeout)
+	ch := make(chan lookup, 1)
+	go func() {
+		defer close(ch)
+		var l lookup
+		dl, err := c.decisionLog(ctx)
+		if err == nil {
+			l.r, l.found, err = dl.Find(ctx, ds, id, from)
+		}
+		if err == nil && !l.found && txn != nil {
+			_, err = c.stage(ctx, txn)
+		}
+		l.err = err
+		ch <- l
+	}()
+	return ch, stop
+}
+
+// probeTimeout bounds one stall probe of await.
+const probeTimeout = 2 * time.Second
 
 // result turns a decision record into Commit's result.
 func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
@@ -193,7 +269,7 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	if !pending {
 		return 0, fmt.Errorf("producer: txn %s on %s: %w", txnID, ds, ErrNotStaged)
 	}
-	return c.await(ctx, f, w, nil, txnID)
+	return c.await(ctx, f, w, nil, ds, txnID, nil)
 }
 
 // pending reports whether a message for txnID waits in the staging stream.

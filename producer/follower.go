@@ -101,6 +101,13 @@ func (f *follower) follow(ctx context.Context, dl *declog.Log, from uint64) {
 	}
 }
 
+// seenSeq returns the last log sequence the follower handled.
+func (f *follower) seenSeq() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen
+}
+
 // failed reports whether the follower stopped following.
 func (f *follower) failed() bool {
 	f.mu.Lock()

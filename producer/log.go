@@ -8,8 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/table"
 )
@@ -30,7 +34,13 @@ func (c *Client) lastRecord(ctx context.Context, filter string) (declog.Record, 
 	if err != nil {
 		return declog.Record{}, false, err
 	}
-	r, ok, err := dl.Last(ctx, filter)
+	var r declog.Record
+	var ok bool
+	err = readRetry(ctx, func(ctx context.Context) error {
+		var err error
+		r, ok, err = dl.Last(ctx, filter)
+		return err
+	})
 	if err != nil {
 		return declog.Record{}, false, fmt.Errorf("producer: %w", err)
 	}
@@ -43,7 +53,12 @@ func (c *Client) record(ctx context.Context, seq uint64) (declog.Record, error) 
 	if err != nil {
 		return declog.Record{}, err
 	}
-	r, err := dl.At(ctx, seq)
+	var r declog.Record
+	err = readRetry(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = dl.At(ctx, seq)
+		return err
+	})
 	if err != nil {
 		return declog.Record{}, fmt.Errorf("producer: %w", err)
 	}
@@ -58,7 +73,13 @@ func (c *Client) load(ctx context.Context, ds string, version uint64, older tabl
 	if err != nil {
 		return nil, 0, err
 	}
-	m, seq, err := dl.Load(ctx, ds, version, older)
+	var m *table.Manifest
+	var seq uint64
+	err = readRetry(ctx, func(ctx context.Context) error {
+		var err error
+		m, seq, err = dl.Load(ctx, ds, version, older)
+		return err
+	})
 	if err != nil {
 		return nil, 0, logError(err)
 	}
@@ -81,6 +102,22 @@ func (c *Client) versionSeq(ctx context.Context, ds string, v uint64) (uint64, e
 		return 0, logError(err)
 	}
 	return seq, nil
+}
+
+// readRequestTimeout bounds each request of a log read: a request lost
+// with a stream leader or a dropped connection fails after this instead
+// of holding the call until its deadline, and is retried.
+const readRequestTimeout = 2 * time.Second
+
+// readRetry retries a log read a few times on errors that may pass (a
+// lost request, a leader election); answers such as "no such dataset",
+// "no such record" or a malformed record are returned at once.
+func readRetry(ctx context.Context, fn func(context.Context) error) error {
+	b := retry.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: true}
+	return retry.Do(ctx, 5, b, fn, func(err error) bool {
+		return ctx.Err() == nil && retry.Unless(declog.ErrNoDataset, declog.ErrNoVersion, declog.ErrMalformedRecord,
+			declog.ErrUntrustedCheckpoint, jetstream.ErrMsgNotFound)(err)
+	})
 }
 
 // logError maps the decision log's errors to the producer's.

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	_ "gocloud.dev/blob/s3blob" // s3:// dataset roots; the SDKs leave the choice of drivers to the program
 )
@@ -35,6 +36,7 @@ func (e usageError) Error() string { return e.msg }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go watchdog(ctx)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -46,6 +48,21 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	os.Exit(1)
+}
+
+// exitDeadline is how long the process may take to exit after SIGTERM or
+// SIGINT, whatever it is doing.
+const exitDeadline = 2 * time.Second
+
+// watchdog ends the process exitDeadline after a signal if the command
+// has not returned by then. Every command is safe to stop at any point
+// (the committer as after a crash: its log is fenced and unacked work is
+// redelivered); the commands normally return well within the deadline.
+func watchdog(ctx context.Context) {
+	<-ctx.Done()
+	time.Sleep(exitDeadline)
+	fmt.Fprintf(os.Stderr, "cellguard: still running %v after the signal; exiting\n", exitDeadline)
 	os.Exit(1)
 }
 

@@ -38,6 +38,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	policy := fs.String("deletion-policy", "protected-rows", "precondition deletion policy: protected-rows, strict or ignore")
 	pinnedTTL := fs.Duration("pinned-ttl", 12*time.Second, "how long a silent committer keeps a dataset's pin")
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
+	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
 	mem := memoryFlags(fs)
@@ -78,6 +79,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
 		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		TakeoverAfter: *takeoverAfter,
 	}
 	if *datasets != "" {
 		cfg.Datasets = strings.Split(*datasets, ",")
@@ -105,13 +107,45 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer stopNamespace()
 	log.Info("serving", "nats", url)
-	err = c.Run(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	err = awaitRun(ctx, done, log)
 	if err == nil {
 		// Graceful: Run finished the batches in hand; make sure the acks left.
-		_ = nc.FlushTimeout(5 * time.Second)
+		_ = nc.FlushTimeout(flushGrace)
 	}
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// Shutdown budget: serve exits within 2 s of SIGTERM in any state. Run
+// gets runGrace to finish the batches in hand; the acks get flushGrace;
+// main's watchdog ends the process at 2 s whatever is left.
+const (
+	runGrace   = 1200 * time.Millisecond
+	flushGrace = 300 * time.Millisecond
+)
+
+// awaitRun waits for Run's result; once ctx is done it waits at most
+// runGrace. Work still in hand then (a long load, a catch-up, a retry)
+// is abandoned: nothing unacked is lost, it is redelivered to the next
+// committer, and the fenced log keeps a decision from being made twice,
+// exactly as after a crash.
+func awaitRun(ctx context.Context, done <-chan error, log *slog.Logger) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(runGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		log.Warn("stopping without waiting for the work in hand; it will be redelivered", "grace", runGrace)
+		return nil
+	}
 }
 
 func serveHTTP(addr string, c *committer.Committer, reg *prometheus.Registry, log *slog.Logger) (func(), error) {

@@ -146,6 +146,16 @@ type Cluster struct {
 // leader. Route ports are drawn by holding listeners until all are known.
 func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
+	c := StartCluster(t, n, opts...)
+	c.WaitReady(t)
+	return c
+}
+
+// StartCluster starts an n-node cluster and returns at once, while the
+// nodes are still forming it (no meta leader yet): clients that start
+// together with the cluster, as in a fresh deployment, see it this way.
+func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
 	ports := freePorts(t, 2*n)
 	var routes []string
 	for i := 0; i < n; i++ {
@@ -169,7 +179,6 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		t.Cleanup(s.Stop)
 	}
-	c.WaitReady(t)
 	return c
 }
 

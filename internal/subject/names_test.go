@@ -29,6 +29,7 @@ func TestValidateMessages(t *testing.T) {
 		{"\u0430bc", `non-ASCII character 'а' (U+0430) at byte 0`}, // Cyrillic a
 		{"a\xffb", `"a\xffb": invalid UTF-8 byte "\xff" at byte 1`},
 		{"a/b", `character '/' at byte 1`},
+		{"_cg_stray", `invalid dataset name "_cg_stray": names starting with "_cg_" are reserved for cellguard`},
 	} {
 		err := subject.Validate(c.name)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -37,6 +38,18 @@ func TestValidateMessages(t *testing.T) {
 		if !errors.Is(err, subject.ErrInvalidDataset) {
 			t.Errorf("Validate(%q) = %v; does not wrap ErrInvalidDataset", c.name, err)
 		}
+	}
+}
+
+func TestValidateLog(t *testing.T) {
+	if err := subject.ValidateLog(subject.StrayDataset); err != nil {
+		t.Errorf("ValidateLog(%q) = %v, want nil: the reserved log is readable", subject.StrayDataset, err)
+	}
+	if err := subject.Validate(subject.StrayDataset); !errors.Is(err, subject.ErrInvalidDataset) {
+		t.Errorf("Validate(%q) = %v, want ErrInvalidDataset: no one writes to it as a dataset", subject.StrayDataset, err)
+	}
+	if err := subject.ValidateLog("a.b"); !errors.Is(err, subject.ErrInvalidDataset) {
+		t.Errorf("ValidateLog(a.b) = %v, want ErrInvalidDataset", err)
 	}
 }
 

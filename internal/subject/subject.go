@@ -33,6 +33,18 @@ const DefaultPrefix = "cg"
 // MaxDatasetLen is the longest dataset name accepted.
 const MaxDatasetLen = 64
 
+// ReservedPrefix starts the names cellguard keeps for itself; Validate
+// refuses them as dataset names.
+const ReservedPrefix = "_cg_"
+
+// StrayDataset is the reserved log under which the committer rejects
+// staged messages whose subject token is a subject wildcard ("*" or ">",
+// published literally): such a token cannot name a log of its own, since
+// a filter on it would match every dataset. Its records are on
+// <prefix>.dec._cg_stray.rejected, where `events tail` and the rejection
+// queue see them; the offending token is in each record's message.
+const StrayDataset = ReservedPrefix + "stray"
+
 // Header names used on staged messages and decision records.
 const (
 	// HdrMsgID is NATS's deduplication header.
@@ -93,7 +105,20 @@ func Validate(name string) error {
 			return &DatasetError{Name: name, Reason: fmt.Sprintf("%s at byte %d; a dataset name is one subject token of [A-Za-z0-9_-]", describeRune(name[i:], r), i)}
 		}
 	}
+	if strings.HasPrefix(name, ReservedPrefix) {
+		return &DatasetError{Name: name, Reason: fmt.Sprintf("names starting with %q are reserved for cellguard", ReservedPrefix)}
+	}
 	return nil
+}
+
+// ValidateLog checks a name whose decision log is to be read: a valid
+// dataset name, or StrayDataset, the reserved log no one can write to as
+// a dataset but everyone may read.
+func ValidateLog(name string) error {
+	if name == StrayDataset {
+		return nil
+	}
+	return Validate(name)
 }
 
 // describeRune says what is wrong with r, the first rune of rest, in a
@@ -163,6 +188,11 @@ func (s Scheme) Txn(ds string) string { return s.Prefix() + ".txn." + ds }
 // TxnAll matches every staging subject.
 func (s Scheme) TxnAll() string { return s.Prefix() + ".txn.*" }
 
+// TxnTree matches every subject under the staging prefix, including a
+// literal ">" token, which the server's stores do not match with TxnAll's
+// "*".
+func (s Scheme) TxnTree() string { return s.Prefix() + ".txn.>" }
+
 // Dec returns the decision subject of ds for outcome o.
 func (s Scheme) Dec(ds string, o Outcome) string { return s.Prefix() + ".dec." + ds + "." + string(o) }
 
@@ -171,6 +201,10 @@ func (s Scheme) DecOf(ds string) string { return s.Prefix() + ".dec." + ds + ".*
 
 // DecAll matches every decision subject.
 func (s Scheme) DecAll() string { return s.Prefix() + ".dec.*.*" }
+
+// Beacon is the core NATS subject on which committers announce the
+// consumer pins they hold (no stream stores it).
+func (s Scheme) Beacon() string { return s.Prefix() + ".committer.alive" }
 
 // RejectedAll matches the rejected records of every dataset.
 func (s Scheme) RejectedAll() string { return s.Prefix() + ".dec.*." + string(Rejected) }
@@ -245,6 +279,11 @@ func (s Scheme) TxnPartitioned(part int, ds string) string {
 func (s Scheme) TxnPartitionMapping(n int) (src, dest string) {
 	return s.TxnAll(), s.Prefix() + ".txn.{{partition(" + strconv.Itoa(n) + ",1)}}.{{wildcard(1)}}"
 }
+
+// IsWildcardToken reports whether a dataset token taken from a stored
+// staging subject is a subject wildcard ("*" or ">"), which a publisher
+// can use literally: no consumer filter can single such a subject out.
+func IsWildcardToken(tok string) bool { return tok == "*" || tok == ">" }
 
 // ParseDec returns the dataset and outcome of a decision subject.
 func (s Scheme) ParseDec(subj string) (string, Outcome, error) {
