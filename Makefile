@@ -5,10 +5,15 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: certs rules-test demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
+
+## certs: a throw-away test CA, NATS server/client certificates and nkey seeds
+## (one per role) in deploy/secrets, for deploy/compose and deploy/nats.
+certs:
+	$(GO) run ./internal/tools/certs deploy/secrets
 
 ## demo: run the whole pipeline on an embedded NATS server.
 demo:
@@ -31,8 +36,14 @@ test-long:
 	$(GO) test -count=1 -timeout 10m -v ./committer -run TestFailoverDecisionGap -failover.measure
 	$(GO) test -count=1 -timeout 60m -v ./cmd/cellguard -run TestSoak -soak -soak.duration=5m -soak.lag=50000 -soak.maxgap=1s
 
-## check: formatting, vet, module tidiness, generated code drift, race-enabled tests.
-check: fmt vet tidy-check proto-check race
+## check: formatting, vet, module tidiness, generated code drift, alert rule
+## unit tests, race-enabled tests.
+check: fmt vet tidy-check proto-check rules-test race
+
+## rules-test: promtool unit tests of the alert rules, with promtool pinned in
+## internal/tools/promtool (its own module, so Prometheus stays out of go.mod).
+rules-test:
+	cd internal/tools/promtool && $(GO) tool promtool test rules $(CURDIR)/deploy/alerts/cellguard.rules.test.yml
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

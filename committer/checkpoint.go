@@ -256,7 +256,7 @@ func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transact
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	h.c.metrics.historyReads.WithLabelValues(st.ds).Inc()
+	h.c.metrics.historyReads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
 	r, err := h.c.record(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
@@ -294,7 +294,7 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
 			st.ds, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
 	}
-	h.c.metrics.historyLoads.WithLabelValues(st.ds).Inc()
+	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := h.Committed(ctx, u)
 		if err != nil {
@@ -394,7 +394,7 @@ func (cp *checkpointer) loop() {
 			result = "error"
 			cp.c.log.Warn("checkpoint failed", "dataset", cp.ds, "version", r.m.Version(), "err", err)
 		}
-		cp.c.metrics.checkpoints.WithLabelValues(cp.ds, result).Inc()
+		cp.c.metrics.checkpoints.WithLabelValues(cp.c.dsLabel(cp.ds), result).Inc()
 	}
 }
 

@@ -44,6 +44,7 @@ type Committer struct {
 	ready   atomic.Bool
 	mu      sync.Mutex
 	workers map[string]*worker
+	owned   ownership           // which datasets this replica owns, for the metrics
 	cps     map[string][]uint64 // known checkpoint versions per dataset, ascending
 	wg      sync.WaitGroup
 	fatal   chan error
@@ -78,6 +79,9 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		pinKick: make(chan struct{}, 1),
 	}
 	c.strays.c = c
+	if err := cfg.Registerer.Register(newOwnerCollector(c)); err != nil {
+		return nil, fmt.Errorf("committer: register metrics: %w", err)
+	}
 	c.policy, _ = evaluator.ParseDeletionPolicy(cfg.DeletionPolicy)
 	if cfg.CacheBytes > 0 {
 		c.budget = newCacheBudget(cfg.CacheBytes)

@@ -52,6 +52,13 @@ type Config struct {
 	MaxAckPending int
 	// AckWait is the consumer's AckWait (default 15 s).
 	AckWait time.Duration
+	// MetricsDatasets bounds the datasets exported with their own dataset
+	// label (default 200; negative: no bound). The first MetricsDatasets
+	// datasets this committer serves get their own series; the counters of
+	// the others are summed under dataset="_other" and their gauges (head
+	// version, pending) are not exported, so a fleet of 10k datasets costs
+	// a bounded number of series per replica.
+	MetricsDatasets int
 	// PinnedTTL is how long a silent pinned committer keeps the pin
 	// (default 12 s).
 	PinnedTTL time.Duration
@@ -193,6 +200,9 @@ const DefaultCacheBytes = 32 << 20
 var ErrInvalidConfig = errors.New("committer: invalid config")
 
 func (c Config) withDefaults() Config {
+	if c.MetricsDatasets == 0 {
+		c.MetricsDatasets = 200
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -54,9 +54,9 @@ type running struct {
 }
 
 // start runs a committer on its own connection to url.
-func start(t testing.TB, url string, cfg Config) *running {
+func start(t testing.TB, url string, cfg Config, opts ...nats.Option) *running {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (w *worker) evictState() {
 	w.st.leaveBudget()
 	w.st = nil
 	w.setStatus(DatasetIdle, "", "")
-	w.c.metrics.evictions.WithLabelValues(w.ds).Inc()
+	w.c.metrics.evictions.WithLabelValues(w.c.dsLabel(w.ds)).Inc()
 	w.c.log.Debug("idle dataset: state evicted", "dataset", w.ds)
 }
 

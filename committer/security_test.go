@@ -2,57 +2,26 @@ package committer
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/natstest"
 )
 
 // TestDeployPermissions loads deploy/nats/accounts.conf into a real server
 // and proves the role split: the committer runs, a worker can stage and
 // read decisions but cannot append to the decision log.
 func TestDeployPermissions(t *testing.T) {
-	for _, role := range []string{"COMMITTER", "WORKER", "READER", "ADMIN"} {
-		t.Setenv("CELLGUARD_"+role+"_PASSWORD", "pw-"+role)
-	}
-	accounts, err := os.ReadFile("../deploy/nats/accounts.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), accounts, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "n.conf")
-	body := "listen: 127.0.0.1:-1\nmax_payload: 8MB\njetstream { store_dir: \"" + filepath.Join(dir, "js") + "\" }\ninclude ./accounts.conf\n"
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	url := srv.ClientURL()
+	roles := natstest.RunWithAccounts(t, "../deploy/nats/accounts.conf")
+	url := roles.Server.ClientURL()
 
 	cfg := testConfig()
-	committerURL := "nats://committer:pw-COMMITTER@" + url[len("nats://"):]
-	start(t, committerURL, cfg)
+	start(t, url, cfg, roles.Auth(t, "committer"))
 
-	wnc, err := nats.Connect(url, nats.UserInfo("worker", "pw-WORKER"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	wnc, err := nats.Connect(url, roles.Auth(t, "worker"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}

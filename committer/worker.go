@@ -71,7 +71,7 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	defer func() { w.stopConsume() }()
 	w.setStatus(DatasetDeciding, "", "")
-	c.metrics.head.WithLabelValues(w.ds).Set(float64(w.st.headVersion()))
+	c.setGauge(c.metrics.head, w.ds, float64(w.st.headVersion()))
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
 	idle := newIdleTimer(c.cfg.IdleEvict)
 	defer idle.stop()
@@ -264,7 +264,8 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		w.lastCseq = md.Sequence.Consumer
 		pending = md.NumPending
 	}
-	c.metrics.pending.WithLabelValues(w.ds).Set(float64(pending))
+	c.setGauge(c.metrics.pending, w.ds, float64(pending))
+	c.owned.delivered(w.ds, time.Now())
 	// Deciding skips (acks without a decision) every message at or below
 	// the highest staging sequence decided so far, so a batch must be
 	// decided in stream order and must not skip over an undecided message
@@ -296,10 +297,10 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		case errors.Is(err, errCheckpointBehind):
 			c.log.Warn("batch held back until a checkpoint is written", "dataset", w.ds, "attempt", attempt, "err", err)
 		case errors.Is(err, ErrFenced):
-			c.metrics.fencing.WithLabelValues(w.ds).Inc()
+			c.metrics.fencing.WithLabelValues(c.dsLabel(w.ds)).Inc()
 			c.log.Warn("fenced: another committer appended first; reloading", "dataset", w.ds, "err", err)
 		default:
-			c.metrics.appendErr.WithLabelValues(w.ds).Inc()
+			c.metrics.appendErr.WithLabelValues(c.dsLabel(w.ds)).Inc()
 			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
 		}
 		if err := w.catchUp(ctx); err != nil {
@@ -423,14 +424,14 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		}
 		now := time.Now()
 		for j, r := range recs {
-			c.metrics.decisions.WithLabelValues(w.ds, outcomeLabel(r), reasonLabel(r)).Inc()
+			c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
 			c.metrics.latency.Observe(now.Sub(stamps[idx[j]]).Seconds())
 			if r.ReadVersion > 0 {
 				c.metrics.readLag.Observe(float64(verdicts[j].lag))
 			}
 		}
 		c.metrics.batch.Observe(float64(len(recs)))
-		c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+		c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
 	}
 	for i, msg := range batch {
 		_ = msg.Ack()
@@ -507,7 +508,7 @@ func (w *worker) ackDecided(batch []jetstream.Msg, ins []staged, nak bool) {
 
 // catchUp folds the log records appended since the state's last one.
 func (w *worker) catchUp(ctx context.Context) error {
-	w.c.metrics.resyncs.WithLabelValues(w.ds).Inc()
+	w.c.metrics.resyncs.WithLabelValues(w.c.dsLabel(w.ds)).Inc()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st := w.st
@@ -520,7 +521,7 @@ func (w *worker) catchUp(ctx context.Context) error {
 		return err
 	}
 	w.cursor = max(w.cursor, st.lastTxnSeq)
-	w.c.metrics.head.WithLabelValues(w.ds).Set(float64(st.headVersion()))
+	w.c.setGauge(w.c.metrics.head, w.ds, float64(st.headVersion()))
 	return nil
 }
 

@@ -2,18 +2,16 @@ package events_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/committer"
 	"cellguard/events"
+	"cellguard/internal/natstest"
 	"cellguard/producer"
 	"cellguard/table/data"
 )
@@ -22,45 +20,8 @@ import (
 // worker role: stage and commit, read versions, look up a lost outcome,
 // follow versions, and serve the rejection queue.
 func TestWorkerRoleCanUseTheSDKs(t *testing.T) {
-	for _, role := range []string{"COMMITTER", "WORKER", "READER", "ADMIN"} {
-		t.Setenv("CELLGUARD_"+role+"_PASSWORD", "pw-"+role)
-	}
-	accounts, err := os.ReadFile("../deploy/nats/accounts.conf")
-	if err != nil {
-		t.Skipf("no deploy config: %v", err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), accounts, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "n.conf")
-	body := "listen: 127.0.0.1:-1\nmax_payload: 8MB\njetstream { store_dir: \"" + filepath.Join(dir, "js") + "\" }\ninclude ./accounts.conf\n"
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	connect := func(user string) *nats.Conn {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, "pw-"+strings.ToUpper(user)),
-			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	roles := natstest.RunWithAccounts(t, "../deploy/nats/accounts.conf")
+	connect := func(user string) *nats.Conn { return roles.Connect(t, user) }
 	cm, err := committer.New(connect("committer"), committer.Config{Logger: testLogger(), DiscoverEvery: 20 * time.Millisecond, CheckpointEvery: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -26,6 +27,10 @@ var (
 	// the rejection for good without handling it: it is never delivered
 	// again. Use it for jobs that no longer make sense.
 	ErrDrop = errors.New("drop rejection")
+	// ErrPermission reports a read the NATS server refused for lack of
+	// permission; Run returns it at once (a *natsperm.Error naming the
+	// subject).
+	ErrPermission = natsperm.ErrPermission
 )
 
 // RejectionsConfig configures a feed of rejected transactions.
@@ -99,6 +104,7 @@ type Rejections struct {
 	cfg RejectionsConfig
 	sc  subject.Scheme
 	js  jetstream.JetStream
+	nc  *nats.Conn
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -135,7 +141,7 @@ func NewRejections(nc *nats.Conn, cfg RejectionsConfig) (*Rejections, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	return &Rejections{cfg: cfg, sc: sc, js: js}, nil
+	return &Rejections{cfg: cfg, sc: sc, js: js, nc: nc}, nil
 }
 
 func (q *Rejections) filter() string {
@@ -148,8 +154,15 @@ func (q *Rejections) filter() string {
 // Run delivers rejections to h one at a time until ctx ends (then it
 // returns nil) or the feed fails. With a queue, the rejection being
 // handled when ctx ends is handed back for another worker. Run blocks;
-// the goroutines it starts have exited when it returns.
+// the goroutines it starts have exited when it returns. A read the server
+// refuses for lack of permission ends Run at once with an error matching
+// ErrPermission.
 func (q *Rejections) Run(ctx context.Context, h RejectionHandler) error {
+	gctx, done := natsperm.For(q.nc).Guard(ctx, append([]string{q.filter()}, natsperm.JetStream...)...)
+	return done(q.run(gctx, h))
+}
+
+func (q *Rejections) run(ctx context.Context, h RejectionHandler) error {
 	dl, err := declog.Open(ctx, q.js, q.sc, declog.Options{})
 	if err != nil {
 		return fmt.Errorf("events: rejections: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -62,6 +63,7 @@ type Subscriber struct {
 	cfg Config
 	sc  subject.Scheme
 	js  jetstream.JetStream
+	nc  *nats.Conn
 }
 
 // NewSubscriber checks cfg; Run does the I/O.
@@ -83,13 +85,21 @@ func NewSubscriber(nc *nats.Conn, cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	return &Subscriber{cfg: cfg, sc: sc, js: js}, nil
+	return &Subscriber{cfg: cfg, sc: sc, js: js, nc: nc}, nil
 }
 
 // Run delivers versions to h, one at a time and in version order, until
 // ctx ends (then it returns nil) or h or the log fails. Run blocks; the
 // goroutines it starts have exited when it returns.
+//
+// A read the server refuses for lack of permission ends Run at once with
+// an error matching ErrPermission.
 func (s *Subscriber) Run(ctx context.Context, h Handler) error {
+	gctx, done := natsperm.For(s.nc).Guard(ctx, append([]string{s.sc.DecOf(s.cfg.Dataset)}, natsperm.JetStream...)...)
+	return done(s.runGuarded(gctx, h))
+}
+
+func (s *Subscriber) runGuarded(ctx context.Context, h Handler) error {
 	dl, err := declog.Open(ctx, s.js, s.sc, declog.Options{})
 	if err != nil {
 		return fmt.Errorf("events: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/subject"
 )
 
@@ -118,6 +119,15 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, c.cfg.Timeout)
+}
+
+// guard makes the server's refusal of a subject the call uses (staging
+// to ds, the JetStream API, checkpoints, ds's decisions) end the call at
+// once with a *natsperm.Error. A refusal of another call on the same
+// connection to the JetStream API can end this one too: the server does
+// not say which request it refused, only the subject.
+func (c *Client) guard(ctx context.Context, ds string) (context.Context, func(error) error) {
+	return natsperm.For(c.nc).Guard(ctx, append([]string{c.sc.Txn(ds), c.sc.DecOf(ds)}, natsperm.JetStream...)...)
 }
 
 // streams returns the decision log and staging streams.

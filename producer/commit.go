@@ -26,8 +26,9 @@ import (
 func (c *Client) Stage(ctx context.Context, txn *Txn) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.guard(ctx, txn.dataset)
 	_, err := c.stage(ctx, txn)
-	return err
+	return done(err)
 }
 
 func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error) {
@@ -74,6 +75,17 @@ var stageRetry = retry.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.M
 func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.guard(ctx, txn.dataset)
+	staged := txn.staged
+	v, err := c.commit(ctx, txn)
+	if err = done(err); errors.Is(err, ErrPermission) && !errors.Is(err, ErrOutcomeUnknown) && (staged || txn.staged) {
+		// Refused after the stage landed: the decision may still come.
+		err = fmt.Errorf("producer: txn %s: %w: %w", txn.ID(), ErrOutcomeUnknown, err)
+	}
+	return v, err
+}
+
+func (c *Client) commit(ctx context.Context, txn *Txn) (uint64, error) {
 	if err := validDataset(txn.dataset); err != nil {
 		return 0, err
 	}
@@ -239,9 +251,11 @@ func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
 // A transaction neither decided nor staged gives ErrNotStaged: only then
 // is it safe to recompute it under a new uuid (committing the same Txn
 // again is always safe).
-func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint64) (uint64, error) {
+func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint64) (_ uint64, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.guard(ctx, ds)
+	defer func() { err = done(err) }()
 	f, err := c.follow(ctx, ds)
 	if err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package producer
 import (
 	"errors"
 
+	"cellguard/internal/natsperm"
 	"cellguard/rejection"
 )
 
@@ -35,6 +36,12 @@ var (
 	ErrInvalidTxn = errors.New("invalid transaction")
 	// ErrInvalidOption reports a per-call option with a bad value.
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrPermission reports a call the NATS server refused for lack of
+	// permission (the user's role does not allow a subject): it fails at
+	// once, with a *natsperm.Error naming the subject, instead of waiting
+	// out the deadline. A Commit refused after its stage landed also
+	// matches ErrOutcomeUnknown.
+	ErrPermission = natsperm.ErrPermission
 	// ErrClosed reports a call on a closed Client.
 	ErrClosed = errors.New("producer: client closed")
 )

@@ -40,9 +40,11 @@ func (s *Snapshot) NewTxn() *Txn {
 // Latest returns the latest committed version of ds: every version
 // committed before the call is included. A dataset with no version gives
 // ErrDatasetNotFound.
-func (c *Client) Latest(ctx context.Context, ds string) (*Snapshot, error) {
+func (c *Client) Latest(ctx context.Context, ds string) (_ *Snapshot, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.guard(ctx, ds)
+	defer func() { err = done(err) }()
 	f, err := c.follow(ctx, ds)
 	if err != nil {
 		return nil, err
@@ -63,9 +65,11 @@ func (c *Client) Latest(ctx context.Context, ds string) (*Snapshot, error) {
 // ones are rebuilt from the newest checkpoint at or before v and the
 // decision log. A version the dataset does not have gives
 // ErrVersionNotFound.
-func (c *Client) At(ctx context.Context, ds string, v uint64) (*Snapshot, error) {
+func (c *Client) At(ctx context.Context, ds string, v uint64) (_ *Snapshot, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.guard(ctx, ds)
+	defer func() { err = done(err) }()
 	f, err := c.follow(ctx, ds)
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		quiet = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	b0 := quiet
-	srv, err := embedded(*dir, -1, quiet)
+	srv, err := open(*dir, -1)
 	if err != nil {
 		return err
 	}

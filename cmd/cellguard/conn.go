@@ -10,19 +10,43 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"cellguard/deploy"
+	"cellguard/internal/credgen"
+	"cellguard/internal/natsconn"
 )
 
-// connFlags are the flags every command that talks to NATS shares.
+// defaultClientURL is where client commands look for a server when
+// neither a flag, NATS_URL nor a context names one.
+const defaultClientURL = "nats://127.0.0.1:4222"
+
+// connFlags are the flags every command that talks to NATS shares. They
+// follow the nats CLI: -s/--server (env NATS_URL), --creds, --context,
+// --tlscert/--tlskey/--tlsca; cellguard's older spellings (--nats-url,
+// --tls-cert, …, env CELLGUARD_*) still work.
 type connFlags struct {
 	url, creds, tlsCert, tlsKey, tlsCA, prefix string
+	context                                    string
+	defaultURL                                 string
 }
 
 func (c *connFlags) register(fs *flag.FlagSet, defaultURL string) {
-	fs.StringVar(&c.url, "nats-url", envOr("CELLGUARD_NATS_URL", defaultURL), "NATS server URL(s), comma-separated (env CELLGUARD_NATS_URL)")
-	fs.StringVar(&c.creds, "creds", os.Getenv("CELLGUARD_NATS_CREDS"), "NATS credentials file (env CELLGUARD_NATS_CREDS)")
-	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate (env CELLGUARD_TLS_CERT)")
-	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key (env CELLGUARD_TLS_KEY)")
-	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
+	c.defaultURL = envOr("CELLGUARD_NATS_URL", envOr("NATS_URL", defaultURL))
+	const urlHelp = "NATS server URL(s), comma-separated (env NATS_URL or CELLGUARD_NATS_URL); put no password in it, use --creds"
+	for _, name := range []string{"s", "server", "nats-url"} {
+		fs.StringVar(&c.url, name, c.defaultURL, urlHelp)
+	}
+	fs.StringVar(&c.creds, "creds", os.Getenv("CELLGUARD_NATS_CREDS"), "NATS credentials: a user .creds file or an nkey seed file (env CELLGUARD_NATS_CREDS)")
+	fs.StringVar(&c.context, "context", "", "a nats CLI context: a name in ~/.config/nats/context/ or a .json path (flags given override it)")
+	for _, name := range []string{"tlscert", "tls-cert"} {
+		fs.StringVar(&c.tlsCert, name, os.Getenv("CELLGUARD_TLS_CERT"), "client TLS certificate, with --tlskey (env CELLGUARD_TLS_CERT)")
+	}
+	for _, name := range []string{"tlskey", "tls-key"} {
+		fs.StringVar(&c.tlsKey, name, os.Getenv("CELLGUARD_TLS_KEY"), "client TLS key, with --tlscert (env CELLGUARD_TLS_KEY)")
+	}
+	for _, name := range []string{"tlsca", "tls-ca"} {
+		fs.StringVar(&c.tlsCA, name, os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
+	}
 	fs.StringVar(&c.prefix, "prefix", envOr("CELLGUARD_PREFIX", "cg"), "subject prefix (env CELLGUARD_PREFIX)")
 }
 
@@ -33,42 +57,133 @@ func envOr(key, def string) string {
 	return def
 }
 
-// connect dials the configured server with endless reconnects.
-func (c *connFlags) connect(name string) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.Timeout(5 * time.Second),
+// config returns the connection settings: the flags, then the context
+// file for whatever the flags leave unset.
+func (c *connFlags) config() (natsconn.Config, error) {
+	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+	if c.context == "" {
+		return cfg, nil
 	}
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
-	}
-	if c.tlsCert != "" || c.tlsKey != "" {
-		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
-	}
-	if c.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(c.tlsCA))
-	}
-	nc, err := nats.Connect(c.url, opts...)
+	nc, err := natsconn.LoadContext(c.context)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", c.url, err)
+		return cfg, err
 	}
-	return nc, nil
+	if c.url == c.defaultURL && nc.URL != "" {
+		cfg.URL = nc.URL
+	}
+	fill := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	fill(&cfg.Creds, nc.Creds)
+	fill(&cfg.TLSCert, nc.TLSCert)
+	fill(&cfg.TLSKey, nc.TLSKey)
+	fill(&cfg.TLSCA, nc.TLSCA)
+	cfg.User, cfg.Password, cfg.Token = nc.User, nc.Password, nc.Token
+	return cfg, nil
 }
 
-// embedded starts the in-process JetStream server of `serve`: file store
-// under dataDir, listening on loopback only.
-func embedded(dataDir string, port int, log *slog.Logger) (*server.Server, error) {
-	opts := &server.Options{
-		ServerName:      "cellguard-embedded",
-		Host:            "127.0.0.1",
-		Port:            port,
-		JetStream:       true,
-		StoreDir:        filepath.Join(dataDir, "jetstream"),
-		NoSigs:          true,
-		NoLog:           true,
-		MaxPayload:      8 << 20,
-		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+// redactedURL is the server list as it may appear in logs and messages.
+func (c *connFlags) redactedURL() string { return natsconn.Redact(c.url) }
+
+// connect dials the configured server with endless reconnects. Without
+// --creds it uses the admin seed of the local embedded server's data
+// directory (CELLGUARD_DATA_DIR, default ./cellguard-data) when there is
+// one, so that commands on the machine that runs `serve` just work.
+func (c *connFlags) connect(name string) (*nats.Conn, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
 	}
+	if cfg.Creds == "" && cfg.User == "" && cfg.Token == "" && natsconn.Loopback(cfg.URL) {
+		cfg.Creds = localCreds("admin")
+	}
+	return cfg.Connect(name)
+}
+
+// localCreds returns role's seed file under the default data directory,
+// or "" if there is none.
+func localCreds(role string) string {
+	path := filepath.Join(envOr("CELLGUARD_DATA_DIR", "./cellguard-data"), "creds", role+".nk")
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
+// embedded starts the in-process JetStream server of `serve` and `demo`:
+// file store under dataDir, listening on loopback only, with the same
+// accounts and roles as a production cluster (deploy/nats/accounts.conf).
+// Each role's nkey seed is generated on first start under dataDir/creds
+// (mode 0600) and kept; an anonymous client is refused.
+func embedded(dataDir string, port int, log *slog.Logger) (*embeddedServer, error) {
+	credsDir := filepath.Join(dataDir, "creds")
+	keys, err := credgen.Nkeys(credsDir, credgen.Roles)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	pub := map[string]string{}
+	for role, k := range keys {
+		pub[role] = k.Public
+	}
+	accounts, err := deploy.Accounts(pub)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	confDir := filepath.Join(dataDir, "nats")
+	if err := os.MkdirAll(confDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	conf := filepath.Join(confDir, "embedded.conf")
+	if err := os.WriteFile(filepath.Join(confDir, "accounts.conf"), []byte(accounts), 0o600); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := os.WriteFile(conf, []byte("include ./accounts.conf\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	opts.ServerName, opts.Host, opts.Port = "cellguard-embedded", "127.0.0.1", port
+	opts.JetStream, opts.StoreDir = true, filepath.Join(dataDir, "jetstream")
+	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
+	opts.JetStreamLimits = server.JSLimitOpts{DefaultMaxConsumers: -1}
+	s, err := startServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir)
+	log.Info("embedded NATS credentials: one nkey seed file per role (cellguard commands here use admin.nk)", "dir", credsDir)
+	return &embeddedServer{Server: s, keys: keys}, nil
+}
+
+// embeddedServer is the embedded server and its roles' seed files.
+type embeddedServer struct {
+	*server.Server
+	keys map[string]credgen.Nkey
+}
+
+// creds returns the seed file of role.
+func (e *embeddedServer) creds(role string) string { return e.keys[role].SeedFile }
+
+// connect dials the embedded server as role.
+func (e *embeddedServer) connect(role, name string) (*nats.Conn, error) {
+	return natsconn.Config{URL: e.ClientURL(), Creds: e.creds(role)}.Connect(name)
+}
+
+// open starts an embedded server without accounts: only `bench`, which
+// measures raw JetStream in a temporary directory, uses it.
+func open(dataDir string, port int) (*server.Server, error) {
+	return startServer(&server.Options{
+		ServerName: "cellguard-bench", Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: filepath.Join(dataDir, "jetstream"), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+	})
+}
+
+func startServer(opts *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -82,6 +197,5 @@ func embedded(dataDir string, port int, log *slog.Logger) (*server.Server, error
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded nats: JetStream failed to start (store %s)", opts.StoreDir)
 	}
-	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir)
 	return s, nil
 }

@@ -14,26 +14,91 @@ import (
 
 	"cellguard/committer"
 	"cellguard/internal/declog"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table/data"
 )
 
-func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) error {
+// datasetVerbs are the verbs of `cellguard dataset`, with their arguments.
+var datasetVerbs = map[string]string{
+	"create": "NAME --schema 'id:int64,x:double?' [--location URL]",
+	"adopt":  "NAME --location URL",
+	"list":   "",
+	"show":   "NAME",
+	"log":    "NAME [--from SEQ]",
+}
+
+const datasetUsage = `usage: cellguard dataset <verb> [flags]
+
+verbs:
+  create NAME --schema S   create a dataset (an Overwrite at read version 0)
+  adopt NAME --location U  continue a Lance table another writer created
+  list                     list datasets with their head versions
+  show NAME                show the head manifest and publishing state
+  log NAME                 print the decision log of a dataset
+
+Run 'cellguard dataset <verb> -h' for the flags of a verb.
+`
+
+// datasetOpts are the flags of the dataset verbs; each verb registers
+// only its own.
+type datasetOpts struct {
+	schema string
+	from   uint64
+	wait   time.Duration
+	lf     lanceFlags
+}
+
+func (o *datasetOpts) register(fs *flag.FlagSet, verb string) {
+	switch verb {
+	case "create":
+		fs.StringVar(&o.schema, "schema", "", "fields as name:type[?],... (type: a Lance logical type such as int64, double, string, fixed_size_list:float:768; ? = nullable)")
+		fs.StringVar(&o.lf.location, "location", "", "the dataset's Lance directory (path, file://, s3://… URL); its versions are published there")
+		fs.StringVar(&o.lf.readers, "readers", "", "readers the published versions serve: lance8 (default; no data overlays) or cellguard")
+		fs.StringVar(&o.lf.storageVersion, "storage-version", "", "Lance data storage version of a published dataset: 2.1 (default) or 2.0")
+		fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the decision")
+	case "adopt":
+		fs.StringVar(&o.lf.location, "location", "", "the Lance directory to adopt (path, file://, s3://… URL)")
+		fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the decision")
+	case "log":
+		fs.Uint64Var(&o.from, "from", 1, "first log sequence to print")
+	}
+}
+
+func dataset(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+	if verb == "-h" || verb == "--help" || verb == "help" {
+		fmt.Fprint(stdout, datasetUsage)
+		return nil
+	}
+	argsHelp, ok := datasetVerbs[verb]
+	if !ok {
+		return usageError{fmt.Sprintf("dataset: unknown verb %q (want create, adopt, list, show or log)", verb)}
+	}
 	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var cf connFlags
-	cf.register(fs, "nats://127.0.0.1:4222")
-	schema := fs.String("schema", "", "create: fields as name:type[?],... (type: a Lance logical type such as int64, double, string; ? = nullable)")
-	from := fs.Uint64("from", 1, "log: first log sequence to print")
-	wait := fs.Duration("wait", 30*time.Second, "create: how long to wait for the decision")
-	var lf lanceFlags
-	fs.StringVar(&lf.location, "location", "", "create, adopt: the dataset's Lance directory (path, file://, s3://… URL); its versions are published there")
-	fs.StringVar(&lf.readers, "readers", "", "create: readers the published versions serve: lance8 (default; no data overlays) or cellguard")
-	fs.StringVar(&lf.storageVersion, "storage-version", "", "create: Lance data storage version of a published dataset: 2.1 (default) or 2.0")
+	cf.register(fs, defaultClientURL)
+	var o datasetOpts
+	o.register(fs, verb)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cellguard dataset %s %s\n\nflags:\n", verb, argsHelp)
+		fs.PrintDefaults()
+	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if err := checkDatasetArgs(verb, pos); err != nil {
+		return err
+	}
+	if verb == "create" {
+		// A bad schema is refused before anything is dialled.
+		if _, err := parseSchema(o.schema); err != nil {
+			return usageError{err.Error()}
+		}
 	}
 	nc, err := cf.connect("cellguard-cli")
 	if err != nil {
@@ -42,20 +107,40 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	// A refusal by the server (the role lacks a permission) ends the verb
+	// at once with an error naming the subject.
+	ctx, done := natsperm.For(nc).Guard(ctx, append([]string{cf.prefix + ".>"}, natsperm.JetStream...)...)
+	return done(datasetVerb(ctx, nc, &cf, verb, pos, o.schema, o.lf, o.from, o.wait, stdout))
+}
+
+// checkDatasetArgs checks the positional arguments: none for list, one
+// valid dataset name for the other verbs.
+func checkDatasetArgs(verb string, pos []string) error {
+	if verb == "list" {
+		if len(pos) != 0 {
+			return usageError{"dataset list: takes no arguments"}
+		}
+		return nil
+	}
+	if len(pos) != 1 {
+		return usageError{fmt.Sprintf("dataset %s: want one dataset name, got %d arguments", verb, len(pos))}
+	}
+	if err := subject.Validate(pos[0]); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string, pos []string, schema string, lf lanceFlags, from uint64, wait time.Duration, stdout io.Writer) error {
 	var name string
 	if len(pos) > 0 {
 		name = pos[0]
 	}
-	if verb != "list" {
-		if err := subject.Validate(name); err != nil {
-			return usageError{err.Error()}
-		}
-	}
 	switch verb {
 	case "create":
-		return datasetCreate(ctx, nc, cf.prefix, name, *schema, lf, *wait, stdout)
+		return datasetCreate(ctx, nc, cf.prefix, name, schema, lf, wait, stdout)
 	case "adopt":
-		return datasetAdopt(ctx, nc, cf.prefix, name, lf.location, *wait, stdout)
+		return datasetAdopt(ctx, nc, cf.prefix, name, lf.location, wait, stdout)
 	case "list":
 		r, err := committer.NewReader(ctx, nc, cf.prefix)
 		if err != nil {
@@ -109,10 +194,16 @@ func dataset(ctx context.Context, verb string, args []string, stdout io.Writer) 
 		if err != nil {
 			return err
 		}
-		return r.Log(ctx, name, *from, func(seq uint64, rec *cellguardpb.Decision) error {
+		n := 0
+		err = r.Log(ctx, name, from, func(seq uint64, rec *cellguardpb.Decision) error {
+			n++
 			fmt.Fprintln(stdout, formatDecision(seq, rec))
 			return nil
 		})
+		if err == nil && n == 0 && from <= 1 {
+			return fmt.Errorf("dataset %s: %w", name, errNoSuchDataset)
+		}
+		return err
 	}
 	return usageError{fmt.Sprintf("dataset: unknown verb %q", verb)}
 }
@@ -148,17 +239,33 @@ func formatDecision(seq uint64, r *cellguardpb.Decision) string {
 	return b.String()
 }
 
-// parseSchema turns "id:int64,x:double?" into top-level Lance fields.
+// errNoSuchDataset reports a dataset with no decisions at all.
+var errNoSuchDataset = errors.New("no such dataset (no decisions)")
+
+// parseSchema turns "id:int64,x:double?" into top-level Lance fields. Each
+// type must be a Lance logical type cellguard reads and writes, at most
+// one '?' marks a nullable field, and names are unique.
 func parseSchema(s string) ([]*lancepb.Field, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("dataset create: --schema is required, e.g. --schema 'id:int64,x:double?'")
+	}
 	var fields []*lancepb.Field
+	seen := map[string]bool{}
 	for i, part := range strings.Split(s, ",") {
 		name, typ, ok := strings.Cut(strings.TrimSpace(part), ":")
 		if !ok || name == "" || typ == "" {
 			return nil, fmt.Errorf("schema field %q: want name:type", part)
 		}
-		nullable := strings.HasSuffix(typ, "?")
+		if seen[name] {
+			return nil, fmt.Errorf("schema field %q: duplicate name %q", part, name)
+		}
+		seen[name] = true
+		logical, nullable := strings.CutSuffix(typ, "?")
+		if _, ok := data.ArrowType(logical); !ok {
+			return nil, fmt.Errorf("schema field %q: unknown type %q (want a Lance logical type: bool, int8…int64, uint8…uint64, float, double, string, large_string, binary, large_binary or fixed_size_list:<numeric>:<dim>, with ? for nullable)", part, typ)
+		}
 		fields = append(fields, &lancepb.Field{
-			Id: int32(i), Name: name, ParentId: -1, LogicalType: strings.TrimSuffix(typ, "?"), Nullable: nullable,
+			Id: int32(i), Name: name, ParentId: -1, LogicalType: logical, Nullable: nullable,
 			Type: lancepb.Field_LEAF,
 		})
 	}

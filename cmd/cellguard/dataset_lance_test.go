@@ -34,7 +34,7 @@ func TestDatasetPublishingCommands(t *testing.T) {
 	}
 	cli := func(args ...string) (string, error) {
 		var b bytes.Buffer
-		err := runCLI(t, &b, append(args, "--nats-url", url)...)
+		err := runCLI(t, &b, append(args, "--nats-url", url, "--creds", filepath.Join(dir, "data", "creds", "admin.nk"))...)
 		return b.String(), err
 	}
 	// until retries a command until its output has want (the committer

@@ -18,7 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 
 	"cellguard/committer"
 	"cellguard/producer"
@@ -136,7 +135,8 @@ type demoRun struct {
 	cfg    demoConfig
 	out    io.Writer
 	url    string
-	dir    string // the demo dataset's directory: data/, _deletions/ and, when published, _versions/
+	srv    *embeddedServer // connect through srv.connect: the embedded server has the roles of production
+	dir    string          // the demo dataset's directory: data/, _deletions/ and, when published, _versions/
 	store  *data.Store
 	schema *table.Schema
 	start  time.Time
@@ -228,7 +228,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	d.url = srv.ClientURL()
+	d.url, d.srv = srv.ClientURL(), srv
 	root := filepath.Join(dir, "datasets")
 	storeAt := filepath.Join(root, demoDataset)
 	if cfg.lanceRoot != "" {
@@ -265,12 +265,12 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 	defer stopCommitter()
 	var pub *demoPublisher
 	if cfg.lanceRoot != "" {
-		if pub, err = startDemoPublisher(ctx, d.url); err != nil {
+		if pub, err = startDemoPublisher(ctx, d.srv); err != nil {
 			return demoResult{}, err
 		}
 		defer pub.stop()
 	}
-	nc, err := nats.Connect(d.url, nats.Name("cellguard-demo"))
+	nc, err := d.srv.connect("worker", "cellguard-demo")
 	if err != nil {
 		return demoResult{}, err
 	}
@@ -336,7 +336,7 @@ func prepareLanceRoot(lanceRoot string) (string, error) {
 
 // runCommitter starts the committer on its own connection.
 func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error) {
-	nc, err := nats.Connect(d.url, nats.Name("cellguard-committer"))
+	nc, err := d.srv.connect("committer", "cellguard-committer")
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +423,7 @@ func (d *demoRun) loop(ctx context.Context, pc *producer.Client) (demoResult, er
 	defer stopUpdater()
 	up := &demoUpdater{d: d, rng: rand.New(rand.NewPCG(d.cfg.seed, 2))}
 	updaterDone := make(chan error, 1)
-	go func() { updaterDone <- up.run(uctx, d.url) }()
+	go func() { updaterDone <- up.run(uctx) }()
 	if d.cfg.crash && d.cfg.workers > 1 {
 		go pool.crashLater(wctx, d.cfg.duration*2/5)
 	}

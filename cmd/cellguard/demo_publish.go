@@ -25,8 +25,8 @@ type demoPublisher struct {
 	wg     sync.WaitGroup
 }
 
-func startDemoPublisher(ctx context.Context, url string) (*demoPublisher, error) {
-	nc, err := nats.Connect(url, nats.Name("cellguard-publisher"))
+func startDemoPublisher(ctx context.Context, srv *embeddedServer) (*demoPublisher, error) {
+	nc, err := srv.connect("committer", "cellguard-publisher")
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/nats-io/nats.go"
 
 	"cellguard/producer"
 )
@@ -28,8 +27,8 @@ type demoUpdater struct {
 	noop bool // the last build found nothing to do
 }
 
-func (u *demoUpdater) run(ctx context.Context, url string) error {
-	nc, err := nats.Connect(url, nats.Name("demo-updater"))
+func (u *demoUpdater) run(ctx context.Context) error {
+	nc, err := u.d.srv.connect("worker", "demo-updater")
 	if err != nil {
 		return err
 	}

@@ -165,7 +165,7 @@ type demoWorker struct {
 }
 
 func newDemoWorker(d *demoRun, id int) (*demoWorker, error) {
-	nc, err := nats.Connect(d.url, nats.Name(fmt.Sprintf("demo-worker-%d", id)))
+	nc, err := d.srv.connect("worker", fmt.Sprintf("demo-worker-%d", id))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cellguard/events"
+	"cellguard/internal/natsperm"
 )
 
 // eventsCmd runs `cellguard events tail DATASET`.
@@ -23,13 +24,14 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cf.register(fs, "nats://127.0.0.1:4222")
 	from := fs.Uint64("from", 0, "first version to print (1: the whole history; 0: only new versions)")
 	what := fs.String("show", "all", "what to print: all, versions or rejections")
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageError{"events tail: want one dataset name"}
 	}
-	ds := fs.Arg(0)
+	ds := pos[0]
 	if *what != "all" && *what != "versions" && *what != "rejections" {
 		return usageError{"events tail: --show must be all, versions or rejections"}
 	}
@@ -41,6 +43,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	t := &tailer{out: stdout}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ctx, done := natsperm.For(nc).Guard(ctx, append([]string{cf.prefix + ".>"}, natsperm.JetStream...)...)
 	errs := make(chan error, 2)
 	n := 0
 	if *what != "rejections" {
@@ -59,7 +62,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		n++
 		go func() { errs <- rej.Run(ctx, t.rejected) }()
 	}
-	fmt.Fprintf(stderr, "tailing %s on %s (Ctrl-C to stop)\n", ds, cf.url)
+	fmt.Fprintf(stderr, "tailing %s on %s (Ctrl-C to stop)\n", ds, cf.redactedURL())
 	var first error
 	for range n {
 		if err := <-errs; err != nil && first == nil {
@@ -67,7 +70,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			cancel()
 		}
 	}
-	return first
+	return done(first)
 }
 
 // tailer prints both feeds, one line per event.

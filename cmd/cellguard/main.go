@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"cellguard/internal/natsconn"
+
 	_ "gocloud.dev/blob/s3blob" // s3:// dataset roots; the SDKs leave the choice of drivers to the program
 )
 
@@ -42,7 +44,7 @@ func main() {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "cellguard:", err)
+	fmt.Fprintln(os.Stderr, "cellguard:", natsconn.RedactAll(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprint(os.Stderr, usage)
@@ -79,6 +81,13 @@ commands:
   bench                    benchmark the committer beside raw JetStream
   demo                     run the whole pipeline on an embedded server and verify it
   events tail DATASET      print committed versions and rejections as they happen
+  version                  print the version (also --version)
+
+Connection flags of every command that talks to NATS, as in the nats CLI:
+  -s, --server URL         servers (env NATS_URL; --nats-url, CELLGUARD_NATS_URL)
+  --creds FILE             a user .creds file or an nkey seed file
+  --context NAME           a nats CLI context (~/.config/nats/context/NAME.json)
+  --tlscert, --tlskey, --tlsca   client TLS (also --tls-cert, --tls-key, --tls-ca)
 
 Run 'cellguard <command> -h' for the flags of a command.
 `
@@ -92,14 +101,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "dataset":
 		if len(args) < 2 {
-			return usageError{"dataset: want create, list, show or log"}
+			return usageError{"dataset: want a verb: create, adopt, list, show or log (cellguard dataset -h)"}
 		}
-		return dataset(ctx, args[1], args[2:], stdout)
+		return dataset(ctx, args[1], args[2:], stdout, stderr)
 	case "txn":
 		if len(args) < 2 || args[1] != "inspect" {
 			return usageError{"txn: want inspect"}
 		}
-		return txnInspect(args[2:], stdout)
+		return txnInspect(args[2:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
 	case "demo":
@@ -108,6 +117,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return eventsCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "version", "--version", "-v":
+		ver, rev, gov := buildVersion()
+		fmt.Fprintf(stdout, "cellguard %s (revision %s, %s)\n", ver, rev, gov)
 		return nil
 	}
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}

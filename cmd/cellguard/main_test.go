@@ -253,7 +253,8 @@ func TestCommands(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		var b bytes.Buffer
-		if err := runCLI(t, &b, append(args, "--nats-url", url)...); err != nil {
+		// The embedded server has the production roles: the CLI acts as admin.
+		if err := runCLI(t, &b, append(args, "--nats-url", url, "--creds", filepath.Join(dir, "data", "creds", "admin.nk"))...); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, b.String())
 		}
 		return b.String()
@@ -273,7 +274,7 @@ func TestCommands(t *testing.T) {
 		t.Errorf("log: %s", got)
 	}
 	var b bytes.Buffer
-	if err := runCLI(t, &b, "dataset", "create", "cities", "--schema", "id:int64", "--nats-url", url); err == nil || !strings.Contains(err.Error(), "DATASET_EXISTS") {
+	if err := runCLI(t, &b, "dataset", "create", "cities", "--schema", "id:int64", "--nats-url", url, "--creds", filepath.Join(dir, "data", "creds", "admin.nk")); err == nil || !strings.Contains(err.Error(), "DATASET_EXISTS") {
 		t.Errorf("second create: %v\n%s", err, out)
 	}
 	_ = srvCmd.Process.Signal(syscall.SIGTERM)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"cellguard/committer"
+	"cellguard/internal/natsconn"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -40,6 +41,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ackWait := fs.Duration("ack-wait", 15*time.Second, "consumer AckWait")
 	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
+	metricsDatasets := fs.Int("metrics-datasets", 200, "datasets exported with their own metric label; the rest are summed under dataset=\"_other\" (-1: all)")
 	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
 	mem := memoryFlags(fs)
 	// Publishing (issue 10): see publish.go.
@@ -66,6 +68,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		url = srv.ClientURL()
 		*takeover = true
 		cf.url = url
+		cf.creds = srv.creds("committer")
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {
@@ -74,11 +77,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer nc.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	cfg := committer.Config{
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
-		DeletionPolicy: *policy, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
 		TakeoverAfter: *takeoverAfter,
 	}
 	if *datasets != "" {
@@ -106,7 +109,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopNamespace()
-	log.Info("serving", "nats", url)
+	log.Info("serving", "nats", natsconn.Redact(url))
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	err = awaitRun(ctx, done, log)
@@ -177,8 +180,10 @@ func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line passes the redactor: no URL password or nkey seed is logged,
+	// whichever package produced the message.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(natsconn.RedactingHandler(slog.NewJSONHandler(w, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return slog.New(natsconn.RedactingHandler(slog.NewTextHandler(w, opts))), nil
 }

@@ -22,8 +22,12 @@ import (
 
 // txnInspect decodes a Lance transaction file and prints a summary and
 // the whole message as indented JSON.
-func txnInspect(args []string, stdout io.Writer) error {
+func txnInspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("txn inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: cellguard txn inspect FILE.txn\n\nDecode a Lance transaction file (_transactions/*.txn) and print it:\na summary, then the whole transaction as JSON. Works offline.\n")
+	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cellguard/committer"
+	"cellguard/internal/natstest"
+)
+
+// runOut runs a command and returns stdout, stderr and its error.
+func runOut(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// Help and argument checks work offline: no server runs here, so any
+// attempt to connect would fail the command.
+func TestHelpAndUsageOffline(t *testing.T) {
+	t.Setenv("NATS_URL", "nats://127.0.0.1:1") // nothing listens there
+	out, _, err := runOut(t, "dataset", "-h")
+	if err != nil || !strings.Contains(out, "verbs:") {
+		t.Errorf("dataset -h: %v\n%s", err, out)
+	}
+	_, stderr, err := runOut(t, "dataset", "list", "-h")
+	if !errors.Is(err, flag.ErrHelp) || strings.Contains(stderr, "-schema") || !strings.Contains(stderr, "usage: cellguard dataset list") {
+		t.Errorf("dataset list -h: %v\n%s", err, stderr)
+	}
+	_, stderr, err = runOut(t, "dataset", "create", "-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "-schema") || !strings.Contains(stderr, "-tlscert") {
+		t.Errorf("dataset create -h: %v\n%s", err, stderr)
+	}
+	_, stderr, err = runOut(t, "txn", "inspect", "-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "usage: cellguard txn inspect") {
+		t.Errorf("txn inspect -h: %v\n%s", err, stderr)
+	}
+	out, _, err = runOut(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "cellguard ") {
+		t.Errorf("--version: %v %q", err, out)
+	}
+	for _, schema := range []string{"id:int65", "x:double??", "a:int64,a:double", "id", ""} {
+		_, _, err := runOut(t, "dataset", "create", "ds", "--schema", schema)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("schema %q: %v, want a usage error before connecting", schema, err)
+		}
+	}
+	_, _, err = runOut(t, "dataset", "list", "--tls-key", "k.pem")
+	if err == nil || !strings.Contains(err.Error(), "needs --tls-cert") {
+		t.Errorf("--tls-key alone: %v", err)
+	}
+	for _, args := range [][]string{{"dataset", "show"}, {"dataset", "list", "extra"}, {"dataset", "nosuchverb"}, {"events", "tail"}} {
+		var ue usageError
+		if _, _, err := runOut(t, args...); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// The connection conventions of the nats CLI: NATS_URL, -s, and a nats
+// CLI context file with an nkey seed; `dataset log` of an unknown dataset
+// fails.
+func TestNATSConventions(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
+	cm, err := committer.New(roles.Connect(t, "committer"), committer.Config{DiscoverEvery: 20 * time.Millisecond, Logger: tailLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cm.Run(cctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	for !cm.Ready() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	url := roles.Server.ClientURL()
+	admin := roles.Keys["admin"].SeedFile
+
+	t.Setenv("NATS_URL", url)
+	if out, _, err := runOut(t, "dataset", "create", "orders", "--schema", "id:int64,v:fixed_size_list:float:4?", "--creds", admin); err != nil {
+		t.Fatalf("create with NATS_URL: %v\n%s", err, out)
+	}
+	t.Setenv("NATS_URL", "nats://127.0.0.1:1")
+	if out, _, err := runOut(t, "dataset", "list", "-s", url, "--creds", admin); err != nil || !strings.Contains(out, "orders") {
+		t.Errorf("list with -s: %v\n%s", err, out)
+	}
+	ctxFile := filepath.Join(t.TempDir(), "cg.json")
+	body, _ := json.Marshal(map[string]string{"url": url, "nkey": roles.Keys["reader"].SeedFile, "description": "test"})
+	if err := os.WriteFile(ctxFile, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runOut(t, "dataset", "show", "orders", "--context", ctxFile); err != nil || !strings.Contains(out, "version 1") {
+		t.Errorf("show with --context: %v\n%s", err, out)
+	}
+	if _, _, err := runOut(t, "dataset", "log", "nosuch", "--context", ctxFile); err == nil {
+		t.Error("dataset log nosuch succeeded")
+	}
+	// The context's reader may not create: refused, typed, at once.
+	if _, _, err := runOut(t, "dataset", "create", "more", "--schema", "id:int64", "--context", ctxFile); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("create as the context's reader: %v", err)
+	}
+}
