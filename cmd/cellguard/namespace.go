@@ -23,6 +23,7 @@ import (
 type namespaceFlags struct {
 	addr   *string
 	tokens *string
+	creds  *string
 }
 
 func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
@@ -31,6 +32,8 @@ func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
 			"serve the Lance REST namespace (managed versioning) for LanceDB clients on HOST:PORT (needs --lance-root)"),
 		tokens: fs.String("namespace-tokens", envOr("CELLGUARD_NAMESPACE_TOKENS", ""),
 			"file of `<role> <token> <datasets>` lines (role worker or reader; datasets * or a,b) for the namespace (empty: no authentication)"),
+		creds: fs.String("namespace-creds", envOr("CELLGUARD_NAMESPACE_CREDS", ""),
+			"NATS credentials of a worker-role user the namespace stages transactions as (default: the embedded server's worker user, else --creds)"),
 	}
 }
 
@@ -38,10 +41,14 @@ func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
 // committer until ctx ends or the returned stop is called. Bad flags and
 // an address that cannot be bound are errors at start; the decision log
 // (which the committer creates) is waited for in the background.
-func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, publishing bool, nc *nats.Conn, prefix string, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+//
+// The namespace stages transactions as a worker (the committer's user may
+// not publish on cg.txn.*): it connects with --namespace-creds, or the
+// embedded server's worker credentials (workerCreds), or cf's.
+func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, publishing bool, cf connFlags, workerCreds string, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	if *f.addr == "" {
-		if *f.tokens != "" {
-			return nil, usageError{"--namespace-tokens needs --lance-namespace"}
+		if *f.tokens != "" || *f.creds != "" {
+			return nil, usageError{"--namespace-tokens and --namespace-creds need --lance-namespace"}
 		}
 		return func() {}, nil
 	}
@@ -59,8 +66,19 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 	} else {
 		log.Warn("the Lance namespace serves without authentication (no --namespace-tokens)")
 	}
+	switch {
+	case *f.creds != "":
+		cf.creds = *f.creds
+	case workerCreds != "":
+		cf.creds = workerCreds
+	}
+	nc, err := cf.connect("cellguard-namespace")
+	if err != nil {
+		return nil, fmt.Errorf("lance namespace: %w", err)
+	}
 	ln, err := net.Listen("tcp", *f.addr)
 	if err != nil {
+		nc.Close()
 		return nil, fmt.Errorf("lance namespace: %w", err)
 	}
 	log.Info("lance namespace listening", "addr", ln.Addr().String(), "auth", tokens != nil)
@@ -70,7 +88,8 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 	go func() {
 		defer wg.Done()
 		defer ln.Close()
-		if err := runNamespace(ctx, ln, lanceRoot, tokens, nc, prefix, reg, log); err != nil && ctx.Err() == nil {
+		defer nc.Close()
+		if err := runNamespace(ctx, ln, lanceRoot, tokens, nc, cf.prefix, reg, log); err != nil && ctx.Err() == nil {
 			log.Error("lance namespace stopped", "err", err)
 		}
 	}()

@@ -80,7 +80,7 @@ func TestServeLanceNamespaceFlags(t *testing.T) {
 	}{
 		{[]string{"--lance-namespace", "127.0.0.1:0"}, "needs --lance-root"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--publish=false"}, "needs --publish"},
-		{[]string{"--namespace-tokens", bad}, "needs --lance-namespace"},
+		{[]string{"--namespace-tokens", bad}, "need --lance-namespace"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--namespace-tokens", bad}, "bad tokens file"},
 	} {
 		var b bytes.Buffer

@@ -55,7 +55,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	url := cf.url
+	url, nsWorkerCreds := cf.url, ""
 	if url == "" {
 		srv, err := embedded(*dataDir, *port, log)
 		if err != nil {
@@ -69,6 +69,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*takeover = true
 		cf.url = url
 		cf.creds = srv.creds("committer")
+		nsWorkerCreds = srv.creds("worker") // the namespace stages as a worker
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {
@@ -104,7 +105,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
 		defer stopPublishing()
 	}
-	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, nc, cf.prefix, reg, log)
+	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, cf, nsWorkerCreds, reg, log)
 	if err != nil {
 		return err
 	}
