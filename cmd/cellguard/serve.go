@@ -47,6 +47,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// Publishing (issue 10): see publish.go.
 	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
 	publishOn := fs.Bool("publish", true, "publish every committed version of datasets that have a location, as Lance versions")
+	nsFlags := registerNamespaceFlags(fs) // Lance REST namespace (issue 11): see namespace.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	url := cf.url
+	url, nsWorkerCreds := cf.url, ""
 	if url == "" {
 		srv, err := embedded(*dataDir, *port, log)
 		if err != nil {
@@ -68,6 +69,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*takeover = true
 		cf.url = url
 		cf.creds = srv.creds("committer")
+		nsWorkerCreds = srv.creds("worker") // the namespace stages as a worker
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {
@@ -108,6 +110,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
 		defer stopPublishing()
 	}
+	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, cf, nsWorkerCreds, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNamespace()
 	log.Info("serving", "nats", natsconn.Redact(url))
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

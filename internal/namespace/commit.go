@@ -1,0 +1,363 @@
+package namespace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/internal/declog"
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/rejection"
+	"cellguard/table"
+)
+
+// createVersionRequest is the spec's CreateTableVersionRequest.
+type createVersionRequest struct {
+	ID           []string `json:"id"`
+	Version      *uint64  `json:"version"`
+	ManifestPath string   `json:"manifest_path"`
+	ManifestSize *int64   `json:"manifest_size"`
+	ETag         string   `json:"e_tag"`
+	NamingScheme string   `json:"naming_scheme"`
+	Branch       *string  `json:"branch"`
+}
+
+// ReasonManifestMismatch is the reason of a refused commit whose
+// manifest is not table.Apply's (see table.ManifestDiff).
+const ReasonManifestMismatch = "MANIFEST_MISMATCH"
+
+// errBadReadVersion reports a transaction whose read version is not a
+// version of the table.
+var errBadReadVersion = errors.New("read version not in the table")
+
+// staged is the client's proposal read from storage.
+type staged struct {
+	manifest *lancepb.Manifest
+	txn      *lancepb.Transaction
+	body     []byte // txn as staged on the dataset's subject
+}
+
+// createVersion commits a version a Lance client staged: see the package
+// documentation for the protocol.
+func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Error) {
+	var req createVersionRequest
+	if e := decode(r, &req); e != nil {
+		return nil, e
+	}
+	ds, e := tableName(r, req.ID)
+	if e != nil {
+		return nil, e
+	}
+	if e := s.cfg.Tokens.authorize(r, RoleWorker, ds); e != nil {
+		return nil, e
+	}
+	if e := req.validate(); e != nil {
+		return nil, e
+	}
+	v := *req.Version
+	_, exists, e := s.head(ctx, ds)
+	if e != nil {
+		return nil, e
+	}
+	t, e := s.location(ctx, ds, exists)
+	if e != nil {
+		return nil, e
+	}
+	key, e := stagedKey(t.locURL, req.ManifestPath, v)
+	if e != nil {
+		return nil, e
+	}
+	if e := t.lock(ctx); e != nil {
+		return nil, e
+	}
+	defer t.unlock()
+	st, e := s.readStaged(ctx, t, key, req.ManifestSize)
+	if e != nil {
+		return nil, e
+	}
+	// A transaction already decided gets its decision back: a client
+	// retrying after a lost answer re-sends the same uuid (at the next
+	// version, having taken its own commit for a concurrent one).
+	if e := t.refusal(st.txn.GetUuid()); e != nil {
+		return nil, e
+	}
+	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
+		return nil, internal(err)
+	} else if found {
+		return s.answer(ctx, t, ds, rec)
+	}
+	h, exists, e := s.head(ctx, ds)
+	if e != nil {
+		return nil, e
+	}
+	var hv uint64
+	if exists {
+		hv = h.Version
+	}
+	switch {
+	case v <= hv:
+		// Taken: let the client see the newer versions in storage
+		// before it rebases, or it would propose the same version again.
+		if _, err := s.published(ctx, t.loc, hv, publishWait); err != nil {
+			return nil, internal(err)
+		}
+		return nil, errorf(http.StatusConflict, CodeConcurrentModification, "version %d of table %q exists (head %d)", v, ds, hv)
+	case v > hv+1:
+		return nil, invalid("version %d is ahead of table %q: the next version is %d", v, ds, hv+1)
+	}
+	if e := s.verify(ctx, t, ds, h, exists, st); e != nil {
+		if e.Final {
+			t.refuse(st.txn.GetUuid(), e)
+			s.metrics.refusals.WithLabelValues(ds, e.Reason).Inc()
+		}
+		return nil, e
+	}
+	rec, e := s.stageAndAwait(ctx, ds, st)
+	if e != nil {
+		return nil, e
+	}
+	return s.answer(ctx, t, ds, rec)
+}
+
+func (req *createVersionRequest) validate() *Error {
+	switch {
+	case req.Version == nil || *req.Version == 0:
+		return invalid("version must be at least 1")
+	case req.ManifestPath == "":
+		return invalid("manifest_path is required")
+	case req.Branch != nil && *req.Branch != "" && *req.Branch != "main":
+		return &Error{Status: http.StatusNotAcceptable, Code: CodeUnsupported, Final: true, Msg: "branches are not supported"}
+	case req.NamingScheme != "" && req.NamingScheme != "V2":
+		return &Error{Status: http.StatusNotAcceptable, Code: CodeUnsupported, Final: true,
+			Msg: fmt.Sprintf("naming_scheme %q is not supported: cellguard publishes V2 manifest names", req.NamingScheme)}
+	}
+	return nil
+}
+
+// stagedKey checks that the client's manifest_path is a staging manifest
+// of version v inside the table's `_versions/`, and returns its key in
+// the location.
+func stagedKey(locURL, manifestPath string, v uint64) (string, *Error) {
+	dir := objectPath(locURL, "_versions/")
+	name, ok := strings.CutPrefix(strings.TrimPrefix(manifestPath, "/"), dir)
+	if !ok || strings.Contains(name, "/") {
+		return "", invalid("manifest_path %q is not in the table's _versions/ (%s)", manifestPath, dir)
+	}
+	id, ok := strings.CutPrefix(name, table.ManifestFileName(v, true)+"-")
+	if !ok || id == "" {
+		return "", invalid("manifest_path %q is not a staged manifest of version %d (%s-<uuid>)", manifestPath, v, table.ManifestFileName(v, true))
+	}
+	return "_versions/" + name, nil
+}
+
+// readStaged reads the client's staged manifest and its transaction: the
+// inline section, or the `_transactions/` file it names.
+func (s *Server) readStaged(ctx context.Context, t *tableState, key string, size *int64) (*staged, *Error) {
+	b, e := s.readBounded(ctx, t, key)
+	if e != nil {
+		return nil, e
+	}
+	if size != nil && *size != int64(len(b)) {
+		return nil, invalid("manifest_size %d, but %s has %d bytes", *size, key, len(b))
+	}
+	mf, err := table.ReadManifestFile(b)
+	if err != nil {
+		return nil, invalid("staged manifest %s: %v", key, err)
+	}
+	st := &staged{manifest: mf.Manifest, txn: mf.Transaction}
+	if st.txn != nil {
+		body, err := proto.MarshalOptions{Deterministic: true}.Marshal(st.txn)
+		if err != nil {
+			return nil, internal(err)
+		}
+		st.body = body
+	} else {
+		name := mf.Manifest.GetTransactionFile()
+		if name == "" || strings.Contains(name, "/") {
+			return nil, invalid("staged manifest %s has no transaction (inline or file)", key)
+		}
+		if st.body, e = s.readBounded(ctx, t, "_transactions/"+name); e != nil {
+			return nil, e
+		}
+		st.txn = &lancepb.Transaction{}
+		if err := proto.Unmarshal(st.body, st.txn); err != nil {
+			return nil, invalid("transaction file %s: %v", name, err)
+		}
+	}
+	if st.txn.GetUuid() == "" {
+		return nil, invalid("staged transaction has no uuid")
+	}
+	return st, nil
+}
+
+func (s *Server) readBounded(ctx context.Context, t *tableState, key string) ([]byte, *Error) {
+	attrs, err := t.loc.Bucket.Attributes(ctx, key)
+	if err != nil {
+		return nil, invalid("read %s: %v", key, err)
+	}
+	if attrs.Size > s.cfg.MaxManifestBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, CodeInvalidInput, "%s has %d bytes, over the limit of %d", key, attrs.Size, s.cfg.MaxManifestBytes)
+	}
+	b, err := t.loc.Bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, invalid("read %s: %v", key, err)
+	}
+	return b, nil
+}
+
+// findDecision looks the transaction's uuid up in the decision log,
+// from the record of its read version on.
+func (s *Server) findDecision(ctx context.Context, ds string, txn *lancepb.Transaction) (declog.Record, bool, error) {
+	from := uint64(1)
+	if rv := txn.GetReadVersion(); rv > 0 {
+		if seq, err := s.cfg.Log.VersionSeq(ctx, ds, rv); err == nil {
+			from = seq
+		}
+	}
+	return s.cfg.Log.Find(ctx, ds, txn.GetUuid(), from)
+}
+
+// stageAndAwait stages the transaction on the dataset's subject, with its
+// uuid as the message id, and waits for the committer's decision, which
+// it orders with every other writer's.
+func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged) (declog.Record, *Error) {
+	from := uint64(1)
+	if last, ok, err := s.cfg.Log.Last(ctx, s.sc.DecOf(ds)); err != nil {
+		return declog.Record{}, internal(err)
+	} else if ok {
+		from = last.Seq + 1
+	}
+	id := st.txn.GetUuid()
+	_, err := s.cfg.JetStream.Publish(ctx, s.sc.Txn(ds), st.body,
+		jetstream.WithMsgID(id), jetstream.WithExpectStream(s.sc.TxnStream()))
+	if err != nil {
+		return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "stage transaction %s: %v", id, err)
+	}
+	for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{Live: true, HeadersOnly: true}) {
+		if err != nil {
+			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
+		}
+		if r.TxnID == id {
+			full, err := s.cfg.Log.At(ctx, r.Seq)
+			if err != nil {
+				return declog.Record{}, internal(err)
+			}
+			return full, nil
+		}
+	}
+	return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
+}
+
+// answer turns a decision into the response: the committed version once
+// its manifest is in storage, or the rejection.
+func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declog.Record) (any, *Error) {
+	if !rec.Committed() {
+		return nil, s.rejected(ctx, t, ds, rec)
+	}
+	ok, err := s.published(ctx, t.loc, rec.Version, s.cfg.CommitTimeout)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if !ok {
+		return nil, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable,
+			"transaction %s committed as version %d, not published yet: retry to get it", rec.TxnID, rec.Version)
+	}
+	tv, ok, err := s.versionEntry(ctx, t, rec.Version)
+	if err != nil || !ok {
+		return nil, internal(fmt.Errorf("version %d published but not readable: %v", rec.Version, err))
+	}
+	return map[string]any{"version": tv}, nil
+}
+
+// rejected maps a rejection to the error the client gets. A retryable
+// conflict is ConcurrentModification (the client rebases on the newer
+// versions, which are published first); every other reason is final.
+func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec declog.Record) *Error {
+	rej := rejection.FromDecision(rec.Decision)
+	if rec.Decision.GetReason() == cellguardpb.Reason_CONFLICT_RETRYABLE {
+		if h, ok, e := s.head(ctx, ds); e == nil && ok {
+			_, _ = s.published(ctx, t.loc, h.Version, publishWait)
+		}
+		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: cellguardpb.Reason_CONFLICT_RETRYABLE.String()}
+	}
+	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: rec.Decision.GetReason().String()}
+}
+
+// verify checks the client's manifest against the table model: it must
+// equal Apply of the (rebased) transaction on the head, apart from the
+// fields a writer stamps. A transaction the rebase finds in conflict is
+// left to the committer, which rejects it with the conflict.
+func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) *Error {
+	want, err := s.expected(ctx, t, ds, h, exists, st.txn)
+	switch {
+	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrInvalidTransaction),
+		errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, errBadReadVersion):
+		return finalRejection(fmt.Sprintf("transaction %s: %v", st.txn.GetUuid(), err), cellguardpb.Reason_INVALID_TRANSACTION.String())
+	case err != nil:
+		return internal(err) // storage or log trouble: not a decision
+	}
+	if want == nil {
+		return nil
+	}
+	if diff := table.ManifestDiff(want.Proto(), st.manifest); len(diff) > 0 {
+		err := &table.ManifestMismatchError{Version: want.Version(), Fields: diff}
+		e := finalRejection(err.Error(), ReasonManifestMismatch)
+		e.Detail = "differing fields: " + strings.Join(diff, ", ")
+		return e
+	}
+	return nil
+}
+
+// expected computes the manifest the commit must produce, or nil when the
+// rebase finds a conflict (the committer will reject it).
+func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction) (*table.Manifest, error) {
+	l := s.cfg.Log
+	if !exists {
+		return table.Apply(ctx, nil, txn, nil)
+	}
+	rv := txn.GetReadVersion()
+	if rv == 0 || rv > h.Version {
+		return nil, fmt.Errorf("%w: read_version %d is not a version of %s (head %d)", errBadReadVersion, rv, ds, h.Version)
+	}
+	head, _, err := l.Load(ctx, ds, h.Version, l.Versions(ds))
+	if err != nil {
+		return nil, err
+	}
+	if rv < h.Version {
+		in := table.RebaseInput{Txn: txn, Head: head, Deletions: newDeletions(t.loc)}
+		if in.Read, _, err = l.Load(ctx, ds, rv, l.Versions(ds)); err != nil {
+			return nil, err
+		}
+		from, err := l.VersionSeq(ctx, ds, rv)
+		if err != nil {
+			return nil, err
+		}
+		for r, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), from+1, declog.ScanOptions{To: h.Seq}) {
+			if err != nil {
+				return nil, err
+			}
+			other, err := r.Txn()
+			if err != nil {
+				return nil, err
+			}
+			in.Committed = append(in.Committed, table.Committed{Version: r.Version, Txn: other})
+		}
+		res, err := table.Rebase(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		if res.Conflict != nil {
+			return nil, nil
+		}
+		txn = res.Txn
+	}
+	return table.Apply(ctx, head, txn, l.Versions(ds))
+}

@@ -1,0 +1,47 @@
+// Package namespace serves the Lance REST namespace with managed
+// versioning, so that unmodified LanceDB and Lance clients commit table
+// versions through cellguard, in one order with every other writer.
+//
+// # How a Lance client uses it
+//
+// A client connects with `lancedb.connectNamespace("rest", {uri,
+// headers})`. DeclareTable and DescribeTable answer the table's location
+// (its dataset's location: `<lance-root>/<table>.lance`) with
+// `managed_versioning: true`, which makes the client route every commit
+// through the server: it writes data files, a `_transactions/` file and a
+// staged manifest `_versions/{u64::MAX − v:020}.manifest-{uuid}` into the
+// location itself, then calls `POST /v1/table/{t}/version/create` with
+// the version it proposes and the staged manifest's path. It learns about
+// other writers by listing `_versions/` in storage, not through the
+// server.
+//
+// # What a commit is
+//
+// Server.createVersion turns the call into a staged transaction on the
+// dataset's subject (the client's transaction, uuid as the message id),
+// decided by the committer in order with SDK workers, and published by
+// the publisher (package publish). Before staging it checks that the
+// proposed version is head + 1 (else 409, code 14: the client rebases),
+// and verifies the client's manifest against table.Apply of the rebased
+// transaction (table.ManifestDiff, stamped fields aside): a mismatch is
+// refused with the differing fields named and never staged. It answers
+// 200 only once the final manifest is in storage. A transaction already
+// decided — a client retrying after a lost answer re-sends the same uuid
+// — gets its decision back, never a second commit.
+//
+// LanceDB 8 retries every error from version/create (no status or code
+// ends the call), so permanent refusals are answered from the stored
+// decision (or, for the server's own refusals, from memory by uuid) at
+// once on every retry; see docs/design.md §7 for the measured client
+// behaviour and its limits.
+//
+// # Reads, errors, auth
+//
+// version/list and version/describe report what is in storage, up to the
+// decision log's head: versions a client's cleanup (optimize) removed are
+// gone from both. Errors are the spec's `{error, code, detail, instance}`
+// with its HTTP statuses; every handler runs under a deadline and bodies
+// are bounded. Tokens (ParseTokens) map bearer tokens or `x-api-key`
+// values to a reader or worker role over some tables: 401 (code 16)
+// without a known token, 403 (code 15) without the right.
+package namespace

@@ -1,0 +1,109 @@
+package namespace_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// call sends a request to the namespace and decodes its JSON answer.
+func call(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%s %s: answer is not JSON: %s", method, url, b)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+// TestErrors: refused requests get the spec's error body and status, and
+// nothing is staged for them.
+func TestErrors(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	out := runOps(t, e, "t", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1}}})
+	if out.Results[0].Version != 1 {
+		t.Fatalf("create: %+v", out.Results)
+	}
+	before := e.decisions(t, "t")
+	loc := strings.TrimPrefix(e.root, "/") + "/t.lance/_versions/"
+	big := `{"id":["t"],"pad":"` + strings.Repeat("x", 2<<20) + `"}`
+	cases := []struct {
+		name, method, path, body string
+		status, code             int
+	}{
+		{"malformed JSON", "POST", "/v1/table/t/version/create", `{"version":`, 400, 13},
+		{"body and path ids differ", "POST", "/v1/table/t/describe", `{"id":["u"]}`, 400, 13},
+		{"bad table name", "POST", "/v1/table/a.b/describe", `{}`, 400, 13},
+		{"nested namespace", "POST", "/v1/table/ns%24t/describe", `{}`, 404, 1},
+		{"unknown table", "POST", "/v1/table/nope/describe", `{"id":["nope"]}`, 404, 4},
+		{"unknown table versions", "POST", "/v1/table/nope/version/list", `null`, 404, 4},
+		{"version far in the future", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":99}`, 404, 11},
+		{"version 0", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":0}`, 404, 11},
+		{"create far in the future", "POST", "/v1/table/t/version/create",
+			`{"id":["t"],"version":50,"manifest_path":"` + loc + `18446744073709551565.manifest-x","naming_scheme":"V2"}`, 400, 13},
+		{"create a taken version", "POST", "/v1/table/t/version/create",
+			`{"id":["t"],"version":1,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
+		{"manifest outside the table", "POST", "/v1/table/t/version/create",
+			`{"id":["t"],"version":2,"manifest_path":"etc/passwd","naming_scheme":"V2"}`, 400, 13},
+		{"manifest of another version", "POST", "/v1/table/t/version/create",
+			`{"id":["t"],"version":2,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
+		{"V1 naming", "POST", "/v1/table/t/version/create",
+			`{"id":["t"],"version":2,"manifest_path":"` + loc + `2.manifest-x","naming_scheme":"V1"}`, 406, 0},
+		{"declare an existing table", "POST", "/v1/table/t/declare", `{"id":["t"]}`, 409, 5},
+		{"drop a created table", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 406, 0},
+		{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
+		{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := call(t, c.method, e.url+c.path, c.body, nil)
+			if status != c.status || body == nil || int(body["code"].(float64)) != c.code || body["error"] == "" {
+				t.Errorf("%s %s: %d %v, want %d with code %d", c.method, c.path, status, body, c.status, c.code)
+			}
+		})
+	}
+	for _, ds := range []string{"nope", "u"} {
+		if _, err := os.Stat(filepath.Join(e.root, ds+".lance")); !os.IsNotExist(err) {
+			t.Errorf("a read of unknown table %s created its directory (%v)", ds, err)
+		}
+	}
+	if after := e.decisions(t, "t"); after != before {
+		t.Errorf("decision log moved from %d to %d records: something was staged", before, after)
+	}
+}
+
+// decisions counts the decision records of ds.
+func (e *env) decisions(t *testing.T, ds string) uint64 {
+	t.Helper()
+	info, err := e.log.Stream().Info(t.Context(), jetstream.WithSubjectFilter(e.log.Scheme().DecOf(ds)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
