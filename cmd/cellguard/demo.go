@@ -470,6 +470,9 @@ func (d *demoRun) loop(ctx context.Context, pc *producer.Client) (demoResult, er
 		if time.Since(settleStart) > d.cfg.settle {
 			d.progress(ctx, pc)
 			d.note("workers did not catch up within %v (head %d)", d.cfg.settle, head)
+			for _, w := range pool.workers() {
+				d.note("  %s", w.status(head))
+			}
 			d.flushNotes()
 			return res, nil
 		}

@@ -389,6 +389,20 @@ func (w *demoWorker) idle(head uint64) bool {
 	return !busy && w.tr.version() >= head && len(w.tr.staleFragments()) == 0
 }
 
+// status says why w is not idle at head, for a run that did not catch up.
+func (w *demoWorker) status(head uint64) string {
+	select {
+	case <-w.dead:
+		return w.name + ": dead"
+	default:
+	}
+	w.mu.Lock()
+	queued, busy := len(w.queued), w.busy
+	w.mu.Unlock()
+	return fmt.Sprintf("%s: follows version %d of %d, %d fragments queued, %d being recomputed, stale fragments %v",
+		w.name, w.tr.version(), head, queued, busy, w.tr.staleFragments())
+}
+
 // recompute publishes y = f(x) for fragment f, computed from the latest
 // version, with a precondition on the x cells it read. A rejection is not
 // an error: the rejection queue takes it from here.
