@@ -1,0 +1,283 @@
+package committer
+
+// judge.go is the decision core proper: one staged message against the
+// current (provisional) state, through the rules, to a verdict.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/evaluator"
+	"cellguard/internal/declog"
+	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// decide decides one staged message against the current (provisional)
+// state and, unless it is a skip, records the result in the state.
+func (s *state) decide(ctx context.Context, in staged) verdict {
+	s.deciding = true
+	defer func() { s.deciding = false }()
+	id, txn, op, decodeErr := s.identify(in)
+	if s.decided.has(id) {
+		return verdict{skip: true}
+	}
+	rec := &cellguardpb.Decision{Dataset: s.ds, TxnUuid: id, TxnSeq: in.seq, HeadVersion: s.headVersion()}
+	if txn != nil {
+		rec.ReadVersion = txn.GetReadVersion()
+	}
+	v, rej := s.judge(ctx, in, txn, op, decodeErr, rec)
+	if v.broken != nil {
+		return v
+	}
+	if rej != nil {
+		rec.Outcome = cellguardpb.Outcome_OUTCOME_REJECTED
+		rec.Reason = rej.reason
+		rec.Message = rej.msg
+		rec.Violations = rej.violations
+		rec.ConflictVersion, rec.ConflictTxnUuid = rej.conflictVersion, rej.conflictTxn
+		if txn != nil && decodeErr == nil {
+			rec.Transaction = in.data // as staged, for whoever recomputes it
+		}
+		v = verdict{rec: rec}
+	}
+	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
+		v.lag = s.headVersion() - rec.ReadVersion
+	}
+	s.record(v, in.seq)
+	return v
+}
+
+// identify finds the transaction's identity: the body's uuid when it
+// decodes and is a valid id, else the Nats-Msg-Id the producer set when
+// that is valid, else the stream sequence (subject.AnonymousTxnID, a
+// namespace no valid id can take). A body whose uuid is not a valid id is
+// rejected (decodeErr) under the fallback identity, so two messages never
+// share an identity by accident or by choice.
+func (s *state) identify(in staged) (string, *lancepb.Transaction, table.Op, error) {
+	if len(in.data) > s.lim.maxTxnBytes {
+		return fallbackID(in), nil, table.OpUnknown, nil
+	}
+	txn, op, err := table.DecodeTransaction(in.data)
+	if txn == nil {
+		return fallbackID(in), txn, op, err
+	}
+	if idErr := subject.ValidTxnID(txn.GetUuid()); idErr != nil {
+		if err == nil {
+			err = fmt.Errorf("transaction uuid: %w", idErr)
+		}
+		return fallbackID(in), txn, op, err
+	}
+	return txn.GetUuid(), txn, op, err
+}
+
+func fallbackID(in staged) string {
+	if subject.ValidTxnID(in.msgID) == nil {
+		return in.msgID
+	}
+	return subject.AnonymousTxnID(in.seq)
+}
+
+// judge runs the protocol's checks in order. It returns the committed
+// verdict or the first rejection.
+func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+	switch {
+	case !s.validName:
+		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))
+	case len(in.data) > s.lim.maxTxnBytes:
+		return verdict{}, reject(cellguardpb.Reason_TOO_LARGE, "transaction is %d bytes, the limit is %d", len(in.data), s.lim.maxTxnBytes)
+	case decodeErr != nil:
+		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
+	}
+	if rej := checkReaders(s.cfg, op); rej != nil {
+		return verdict{}, rej
+	}
+	rv := txn.GetReadVersion()
+	if op == table.OpOverwrite && rv == 0 {
+		return s.create(ctx, txn, rec)
+	}
+	head := s.head
+	switch {
+	case head == nil:
+		return verdict{}, reject(cellguardpb.Reason_UNKNOWN_DATASET, "dataset %q has no committed version; create it with an Overwrite at read_version 0", s.ds)
+	case rv == 0:
+		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "read_version 0 is only valid for a creating Overwrite")
+	case rv > head.Version():
+		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_IN_FUTURE, "read_version %d is ahead of head %d", rv, head.Version())
+	case head.Version()-rv > s.lim.maxLag:
+		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d (limit %d)", rv, head.Version()-rv, head.Version(), s.lim.maxLag)
+	case s.lim.retain > 0 && head.Version()-rv > s.lim.retain:
+		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is older than the %d retained versions", rv, s.lim.retain)
+	}
+	pre, err := evaluator.CheckTransaction(txn, s.lim.rules.limits)
+	if err != nil {
+		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
+	}
+	s.syncIndex()
+	p := pinner{s: s, rv: rv}
+	if err := s.checkReadSchema(ctx, txn, pre, &p); err != nil {
+		return verdict{}, asRejection(err)
+	}
+	opts := s.lim.rules
+	opts.hist = s
+	if err := checkPreconditions(ctx, s.ix, rv, pre, func() (*table.Manifest, error) { return p.pin(ctx) }, opts); err != nil {
+		if errors.Is(err, errBrokenState) {
+			return verdict{broken: err}, nil
+		}
+		return verdict{}, asRejection(err)
+	}
+	if err := s.checkRebaseLag(rv); err != nil {
+		return verdict{}, err
+	}
+	pinned, err := p.pin(ctx)
+	if err != nil {
+		return verdict{}, pinRejection(rv, err)
+	}
+	rebased, dels, err := land(ctx, pinned, head, txn, opts)
+	if err != nil {
+		return verdict{}, asRejection(err)
+	}
+	next, err := applyTxn(ctx, head, rebased, s)
+	if err != nil {
+		return verdict{}, asRejection(err)
+	}
+	return s.finish(next, rebased, dels, rec)
+}
+
+// pinner loads the manifest at a read version at most once per decision,
+// and only when something needs the whole manifest: landing, or a check
+// the change index cannot answer because the read version is older than
+// its horizon.
+type pinner struct {
+	s      *state
+	rv     uint64
+	pinned *table.Manifest
+	err    error
+	done   bool
+}
+
+func (p *pinner) pin(ctx context.Context) (*table.Manifest, error) {
+	if !p.done {
+		p.pinned, p.err = p.s.Manifest(ctx, p.rv)
+		p.done = true
+	}
+	return p.pinned, p.err
+}
+
+func pinRejection(rv uint64, err error) *rejection {
+	if errors.Is(err, table.ErrVersionNotFound) {
+		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
+	}
+	return reject(cellguardpb.Reason_INTERNAL, "load read_version %d: %v", rv, err)
+}
+
+// checkReadSchema checks that the new data files of txn name fields of
+// the schema at its read version (not a precondition, but it too needs the
+// read version). The schema comes from the change index when it covers
+// the read version; otherwise from the pinned manifest, loaded only if the
+// transaction can still get anywhere: it has preconditions to evaluate, or
+// its lag is within what the committer rebases.
+func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
+	var schema *table.Schema
+	if w, ok := s.ix.At(p.rv); ok {
+		schema = w.Schema()
+	} else {
+		if len(pre) == 0 {
+			if err := s.checkRebaseLag(p.rv); err != nil {
+				return err
+			}
+		}
+		m, err := p.pin(ctx)
+		if err != nil {
+			return pinRejection(p.rv, err)
+		}
+		schema = m.Schema()
+	}
+	if err := table.CheckFileFields(txn, schema); err != nil {
+		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+	}
+	return nil
+}
+
+// checkRebaseLag refuses to land a transaction read more than
+// maxRebaseLag versions behind head: landing it would read every
+// transaction committed since (conflict checks and rebase), from the log
+// once they are out of the window. The rejection is retryable: re-read
+// and try again.
+func (s *state) checkRebaseLag(rv uint64) *rejection {
+	lag := s.headVersion() - rv
+	if s.lim.maxRebaseLag > 0 && lag > s.lim.maxRebaseLag {
+		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d; the committer rebases at most %d: re-read and retry", rv, lag, s.headVersion(), s.lim.maxRebaseLag)
+	}
+	return nil
+}
+
+func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
+	if s.head != nil {
+		return verdict{}, reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.ds, s.head.Version())
+	}
+	if len(txn.GetPreconditions()) > 0 {
+		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
+	}
+	if _, adopting := txn.GetTransactionProperties()[declog.AdoptProperty]; adopting {
+		return s.adopt(txn, rec)
+	}
+	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
+	if rej != nil {
+		return verdict{}, rej
+	}
+	rec.DatasetConfig = cfg
+	next, err := applyTxn(ctx, nil, txn, s)
+	if err != nil {
+		return verdict{}, asRejection(err)
+	}
+	return s.finish(next, txn, nil, rec)
+}
+
+// finish checks the new manifest's version and fills the committed record.
+func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
+	if want := s.headVersion() + 1; next.Version() != want {
+		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
+	if err != nil {
+		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
+	}
+	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
+	rec.Version = next.Version()
+	rec.Transaction = b
+	return verdict{rec: rec, next: next, txn: txn, deletions: dels}, nil
+}
+
+// asRejection turns an error from the rules into a rejection.
+func asRejection(err error) *rejection {
+	var r *rejection
+	if errors.As(err, &r) {
+		return r
+	}
+	return &rejection{reason: errorReason(err), msg: err.Error()}
+}
+
+// record applies a verdict to the provisional state.
+func (s *state) record(v verdict, txnSeq uint64) {
+	s.decided.add(v.rec.TxnUuid)
+	s.journal = append(s.journal, v.rec.TxnUuid)
+	if txnSeq > s.lastTxnSeq {
+		s.lastTxnSeq = txnSeq
+	}
+	if v.next == nil {
+		return
+	}
+	if s.head == nil {
+		s.cfg = v.rec.GetDatasetConfig()
+	}
+	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
+	s.keepTxn(v.next.Version(), v.txn, len(v.rec.Transaction))
+	s.padVersions(v.next.Version())
+	s.versionSeq.push(0) // filled in by commit
+}
