@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"cellguard/internal/declog"
 	lancepub "cellguard/internal/publish"
 	"cellguard/internal/subject"
 )
@@ -30,17 +28,7 @@ func startDemoPublisher(ctx context.Context, srv *embeddedServer) (*demoPublishe
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	sc, err := subject.NewScheme(subject.DefaultPrefix)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	l, err := declog.Open(ctx, js, sc, declog.Options{RequestTimeout: 10 * time.Second})
+	_, l, err := openLogWhenReady(ctx, nc, subject.DefaultPrefix)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("publisher: %w", err)

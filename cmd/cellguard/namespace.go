@@ -7,16 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"cellguard/internal/declog"
 	"cellguard/internal/namespace"
-	"cellguard/internal/retry"
-	"cellguard/internal/subject"
 )
 
 // namespaceFlags are serve's flags for the Lance REST namespace (issue 11).
@@ -100,23 +95,9 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 }
 
 func runNamespace(ctx context.Context, ln net.Listener, lanceRoot string, tokens *namespace.Tokens, nc *nats.Conn, prefix string, reg prometheus.Registerer, log *slog.Logger) error {
-	sc, err := subject.NewScheme(prefix)
+	js, l, err := openLogWhenReady(ctx, nc, prefix)
 	if err != nil {
 		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	var l *declog.Log
-	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
-	for attempt := 0; ; attempt++ {
-		if l, err = declog.Open(ctx, js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err == nil {
-			break
-		}
-		if err := retry.Sleep(ctx, b.Delay(attempt)); err != nil {
-			return err
-		}
 	}
 	s, err := namespace.New(namespace.Config{
 		Log: l, JetStream: js, LanceRoot: lanceRoot, Tokens: tokens, Logger: log.With("component", "namespace"), Registerer: reg,
