@@ -31,8 +31,8 @@ type Blob struct {
 // Location is one dataset location: it reads (and caches) deletion files
 // and stores new ones create-if-absent.
 type Location struct {
-	read  *data.Store
-	write *publish.Location
+	read  *data.Store       // over write's bucket
+	write *publish.Location // owns the bucket
 }
 
 // Open returns the dataset location at url, opening it on first use.
@@ -42,16 +42,13 @@ func (b *Blob) Open(ctx context.Context, url string) (*Location, error) {
 	if s, ok := b.stores[url]; ok {
 		return s, nil
 	}
-	rloc, err := publish.OpenLocation(ctx, url, true)
+	loc, err := publish.OpenLocation(ctx, url, true)
 	if err != nil {
 		return nil, err
 	}
-	wloc, err := publish.OpenLocation(ctx, url, true)
-	if err != nil {
-		rloc.Close()
-		return nil, err
-	}
-	s := &Location{read: data.NewStore(rloc.Bucket, data.Options{}), write: wloc}
+	// One bucket serves both: the store reads through it, the location
+	// writes create-if-absent through it and owns closing it.
+	s := &Location{read: data.NewStore(loc.Bucket, data.Options{}), write: loc}
 	if b.stores == nil {
 		b.stores = map[string]*Location{}
 	}
@@ -64,7 +61,6 @@ func (b *Blob) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.stores {
-		_ = s.read.Close()
 		_ = s.write.Close()
 	}
 	b.stores = nil
