@@ -11,6 +11,7 @@
 //	cellguard bench                      measure the committer against raw JetStream
 //	cellguard demo                       run workers, an updater and the committer; verify the data
 //	cellguard events tail NAME           print a dataset's committed versions and rejections
+//	cellguard partitions [set N]         show which committer consumes which partition; change the count
 //
 // main is the only place that reads flags and calls os.Exit.
 package main
@@ -81,6 +82,7 @@ commands:
   bench                    benchmark the committer beside raw JetStream
   demo                     run the whole pipeline on an embedded server and verify it
   events tail DATASET      print committed versions and rejections as they happen
+  partitions [set N]       show which committer consumes which partition; change the count
   version                  print the version (also --version)
 
 Connection flags of every command that talks to NATS, as in the nats CLI:
@@ -115,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return demo(ctx, args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], stdout, stderr)
+	case "partitions":
+		return partitionsCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
