@@ -336,6 +336,20 @@ func (c *Committer) stopPartitions() {
 	}
 }
 
+// startingPartitions counts the partitions assigned to this committer
+// that are not consuming (their consumer is being created, or failed).
+func (c *Committer) startingPartitions() int {
+	c.partMu.Lock()
+	defer c.partMu.Unlock()
+	n := 0
+	for _, p := range c.parts {
+		if !p.consuming.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // ownedPartitions returns the partitions this committer consumes, with
 // the pin id each last delivered under ("" before a delivery).
 func (c *Committer) ownedPartitions() map[string]string {

@@ -50,6 +50,8 @@ type partition struct {
 	// next batch from a new epoch.
 	epoch    uint64
 	lastCseq uint64
+	// consuming is set while the consumer is being pulled from.
+	consuming atomic.Bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -98,6 +100,8 @@ func (p *partition) serve(ctx context.Context) error {
 		return err
 	}
 	defer p.stopConsume()
+	p.consuming.Store(true)
+	defer p.consuming.Store(false)
 	p.epoch, p.lastCseq = c.epochs.Add(1), 0
 	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
 	for {
