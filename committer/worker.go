@@ -247,7 +247,7 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		if err != nil {
 			return fmt.Errorf("committer: metadata: %w", err)
 		}
-		ins[i] = staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID)}
+		ins[i] = staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID), hdr: m.Headers()}
 		stamps[i] = md.Timestamp
 		redelivered = redelivered || md.NumDelivered > 1
 		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
