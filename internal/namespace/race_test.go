@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
@@ -217,6 +218,47 @@ func TestAttemptOfCommittedTransaction(t *testing.T) {
 		t.Errorf("%d decisions for two attempts of one transaction, want 1", n-decided)
 	}
 	e.checkLog(t, "s", 2)
+}
+
+// TestLanceDBVersionMoved: an unmodified LanceDB client appends through
+// the namespace, and a Go SDK worker's append commits the version it
+// proposed between the namespace's check and the committer's decision.
+// The client gets 409 code 14, rebases on the worker's version in
+// storage, proposes the next version with the same transaction, and
+// commits: both rows are in the table once, and the log shows the moved
+// attempt and the client's one commit.
+func TestLanceDBVersionMoved(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	out := runOps(t, e, "q", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+	if out.Results[0].Version != 1 {
+		t.Fatalf("create: %+v", out.Results)
+	}
+	done := commitOnce(t, e, "q", sdkAppend(t, e, "q", 1, 3, 30))
+	out = runOps(t, e, "q", nil, map[string]any{"op": "open"}, map[string]any{"op": "add", "rows": []map[string]any{{"id": 2, "x": 20}}})
+	if v, err := done(); err != nil || v != 2 {
+		t.Fatalf("the worker's commit in between: version %d, %v", v, err)
+	}
+	if len(out.Results) != 2 || out.Results[1].Error != "" || out.Results[1].Version != 3 {
+		t.Fatalf("LanceDB add: %+v, want version 3", out.Results)
+	}
+	if got, want := js(t, out.Rows), js(t, []row{{"id": 1, "x": 10}, {"id": 2, "x": 20}, {"id": 3, "x": 30}}); got != want {
+		t.Errorf("rows %s, want %s", got, want)
+	}
+	e.checkLog(t, "q", 3)
+	recs := e.records(t, "q")
+	last := recs[len(recs)-1]
+	var moved []string
+	for _, r := range recs {
+		if r.Decision.GetReason() == cellguardpb.Reason_VERSION_MOVED {
+			moved = append(moved, r.TxnID)
+		}
+	}
+	if want := last.TxnID + "@2"; len(moved) != 1 || moved[0] != want {
+		t.Errorf("VERSION_MOVED records %q, want [%s]", moved, want)
+	}
+	if n := testutil.ToFloat64(e.ns.Requests("version_create", 409)); n != 1 {
+		t.Errorf("%v version/create answered 409, want 1 (the moved attempt)", n)
+	}
 }
 
 // versionOf reads the committed version from a version/create answer.
