@@ -228,4 +228,10 @@ func TestLanceDBTamperedManifest(t *testing.T) {
 	if len(refusals) != 1 || !strings.Contains(refusals[0], "fragments[id=1]") {
 		t.Errorf("MANIFEST_MISMATCH records %q, want one naming fragments[id=1]", refusals)
 	}
+	if n := e.decisionMetric(t, "m", "rejected", namespace.ReasonManifestMismatch); n != 1 {
+		t.Errorf("cellguard_committer_decisions_total{dataset=m,rejected,MANIFEST_MISMATCH} = %v, want 1", n)
+	}
+	if r := e.rejectedEvent(t, "m", cellguardpb.Reason_MANIFEST_MISMATCH); !strings.Contains(r.Err.Message, "fragments[id=1]") {
+		t.Errorf("events: rejection %v, want the differing fields named", r.Err)
+	}
 }
