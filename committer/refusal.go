@@ -5,10 +5,9 @@ package committer
 // transaction. The Lance REST namespace (internal/namespace) is the
 // stager that does: it proposes the client's version and refuses a
 // client's manifest that is not the table model's. Both headers only
-// ever reject the message that carries them, never commit anything and
-// never touch another message's decision, so a forged header hurts only
-// its forger's own transaction (which its forger could have left
-// unstaged). See docs/design.md §7.2.
+// ever reject the message that carries them and never commit anything;
+// a forger can reject nothing with them that it could not reject without
+// them (docs/design.md §7.2, "Forged headers").
 
 import (
 	"strconv"
