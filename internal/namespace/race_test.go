@@ -256,8 +256,10 @@ func TestLanceDBVersionMoved(t *testing.T) {
 	if want := last.TxnID + "@2"; len(moved) != 1 || moved[0] != want {
 		t.Errorf("VERSION_MOVED records %q, want [%s]", moved, want)
 	}
-	if n := testutil.ToFloat64(e.ns.Requests("version_create", 409)); n != 1 {
-		t.Errorf("%v version/create answered 409, want 1 (the moved attempt)", n)
+	// One 409 is the moved attempt; more (refused before staging) only if
+	// the client listed storage before the worker's version was in it.
+	if n := testutil.ToFloat64(e.ns.Requests("version_create", 409)); n < 1 {
+		t.Errorf("%v version/create answered 409, want the moved attempt's", n)
 	}
 }
 
