@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
@@ -19,6 +21,9 @@ type staged struct {
 	seq   uint64 // CG_TXN stream sequence
 	data  []byte // the body: Lance Transaction bytes, or anything a producer sent
 	msgID string // Nats-Msg-Id header, if any
+
+	// hdr holds every header, for the stager's own (refusal.go).
+	hdr nats.Header
 }
 
 // verdict is the decision core's answer for one staged message.

@@ -191,7 +191,7 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 			if !have[m.Sequence] {
 				have[m.Sequence] = true
 				extra = append(extra, item{
-					staged: staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID)},
+					staged: staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID), hdr: m.Header},
 					ds:     w.ds, stamp: m.Time,
 				})
 			}

@@ -32,7 +32,7 @@ var (
 	ErrPreconditionFailed = errors.New("precondition failed")
 	// ErrRetryable is matched by a rejection that a recomputation from a
 	// newer version may turn into a commit (PRECONDITION_FAILED,
-	// CONFLICT_RETRYABLE, READ_VERSION_TOO_OLD, INTERNAL).
+	// CONFLICT_RETRYABLE, READ_VERSION_TOO_OLD, INTERNAL, VERSION_MOVED).
 	ErrRetryable = errors.New("retryable")
 )
 
@@ -83,7 +83,7 @@ func (e *Error) Is(target error) bool {
 func Retryable(reason cellguardpb.Reason) bool {
 	switch reason {
 	case cellguardpb.Reason_PRECONDITION_FAILED, cellguardpb.Reason_CONFLICT_RETRYABLE,
-		cellguardpb.Reason_READ_VERSION_TOO_OLD, cellguardpb.Reason_INTERNAL:
+		cellguardpb.Reason_READ_VERSION_TOO_OLD, cellguardpb.Reason_INTERNAL, cellguardpb.Reason_VERSION_MOVED:
 		return true
 	}
 	return false

@@ -57,6 +57,17 @@ const (
 	HdrVersion = "Cg-Version"
 	// HdrReason carries the rejection reason name on a rejected record.
 	HdrReason = "Cg-Reason"
+	// HdrProposedVersion, on a staged message, is the version the stager
+	// proposes for its transaction (the Lance REST namespace sends the
+	// client's): the committer commits the transaction only as that
+	// version, and otherwise rejects the message VERSION_MOVED.
+	HdrProposedVersion = "Cg-Proposed-Version"
+	// HdrRefusal, on a staged message, names the reason the stager
+	// refused its transaction for (MANIFEST_MISMATCH, INVALID_TRANSACTION):
+	// the committer rejects the message with it, in order, so the refusal
+	// is a decision like any other. HdrRefusalMessage says why.
+	HdrRefusal        = "Cg-Refusal"
+	HdrRefusalMessage = "Cg-Refusal-Message"
 )
 
 // Outcome is the last token of a decision subject.

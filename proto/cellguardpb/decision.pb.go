@@ -118,6 +118,16 @@ const (
 	// CreateIndex on a published dataset (cellguard does not keep index
 	// coverage consistent with later rewrites). Never retryable.
 	Reason_UNSUPPORTED_BY_READERS Reason = 13
+	// The stager (the Lance REST namespace) verified the client's proposed
+	// manifest against the table model and found it different; the
+	// differing fields are in the message. Never retryable.
+	Reason_MANIFEST_MISMATCH Reason = 14
+	// The transaction was staged for one proposed version (header
+	// Cg-Proposed-Version) and would have committed as another: a writer
+	// committed in between. Retryable: rebase and propose the next version.
+	// The record is under the staged message's identity, not the
+	// transaction's uuid, so the same transaction can still commit.
+	Reason_VERSION_MOVED Reason = 15
 )
 
 // Enum value maps for Reason.
@@ -137,6 +147,8 @@ var (
 		11: "INVALID_DATASET_NAME",
 		12: "INTERNAL",
 		13: "UNSUPPORTED_BY_READERS",
+		14: "MANIFEST_MISMATCH",
+		15: "VERSION_MOVED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":     0,
@@ -153,6 +165,8 @@ var (
 		"INVALID_DATASET_NAME":   11,
 		"INTERNAL":               12,
 		"UNSUPPORTED_BY_READERS": 13,
+		"MANIFEST_MISMATCH":      14,
+		"VERSION_MOVED":          15,
 	}
 )
 
@@ -712,7 +726,7 @@ const file_decision_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMMITTED\x10\x01\x12\x14\n" +
-	"\x10OUTCOME_REJECTED\x10\x02*\xd1\x02\n" +
+	"\x10OUTCOME_REJECTED\x10\x02*\xfb\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PRECONDITION_FAILED\x10\x01\x12\x16\n" +
@@ -728,7 +742,9 @@ const file_decision_proto_rawDesc = "" +
 	"\x12\x18\n" +
 	"\x14INVALID_DATASET_NAME\x10\v\x12\f\n" +
 	"\bINTERNAL\x10\f\x12\x1a\n" +
-	"\x16UNSUPPORTED_BY_READERS\x10\r*M\n" +
+	"\x16UNSUPPORTED_BY_READERS\x10\r\x12\x15\n" +
+	"\x11MANIFEST_MISMATCH\x10\x0e\x12\x11\n" +
+	"\rVERSION_MOVED\x10\x0f*M\n" +
 	"\aReaders\x12\x17\n" +
 	"\x13READERS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREADERS_LANCE8\x10\x01\x12\x15\n" +
