@@ -53,7 +53,7 @@ func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worke
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, item{staged: staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID)},
+		items = append(items, item{staged: staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID), hdr: m.Headers()},
 			ds: ds, stamp: md.Timestamp, msg: m})
 	}
 	return w, items, js
