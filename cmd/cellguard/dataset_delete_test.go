@@ -135,8 +135,10 @@ func TestDatasetDelete(t *testing.T) {
 			t.Errorf("%v: %v\n%s", c.args, err, out)
 		}
 	}
-	if out, err := cliOut(t, roles, "reader", "dataset", "log", "orders"); err != nil || !strings.Contains(out, "DELETED at head v2") {
-		t.Errorf("dataset log: %v\n%s", err, out)
+	for _, verb := range []string{"log", "show"} {
+		if out, err := cliOut(t, roles, "reader", "dataset", verb, "orders"); err != nil || !strings.Contains(out, "DELETED at head v2") {
+			t.Errorf("dataset %s of a deleted dataset: %v\n%s", verb, err, out)
+		}
 	}
 
 	stopCommitter()
