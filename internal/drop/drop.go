@@ -128,7 +128,7 @@ func Dataset(ctx context.Context, js jetstream.JetStream, l *declog.Log, ds stri
 	ctx, done := natsperm.For(js.Conn()).Guard(ctx, append([]string{sc.DecOf(ds)}, natsperm.JetStream...)...)
 	defer func() { err = done(err) }()
 	res = Result{Dataset: ds}
-	d := dropper{js: js, l: l, ds: ds, opts: opts.withDefaults()}
+	d := &dropper{js: js, l: l, ds: ds, opts: opts.withDefaults()}
 	b := retry.Backoff{Initial: 20 * time.Millisecond, Max: time.Second, Jitter: true}
 	err = retry.Do(ctx, 10, b, func(ctx context.Context) error { return d.tombstone(ctx, &res) },
 		retry.Unless(ErrBusy, ErrNoDataset, natsperm.ErrPermission, context.Canceled, context.DeadlineExceeded))
@@ -166,16 +166,19 @@ type dropper struct {
 	l    *declog.Log
 	ds   string
 	opts Options
+	// tried is set once an append was sent: a tombstone found after
+	// that may be this call's own (an append whose answer was lost).
+	tried bool
 }
 
 // tombstone makes one attempt: read the log's end, check for activity,
 // append fenced on it. ErrFenced (the log moved) is retried by Dataset.
-func (d dropper) tombstone(ctx context.Context, res *Result) error {
+func (d *dropper) tombstone(ctx context.Context, res *Result) error {
 	sc := d.l.Scheme()
 	if t, ok, err := d.l.Tombstone(ctx, d.ds); err != nil {
 		return err
 	} else if ok {
-		res.Seq, res.Head, res.Already = t.Seq, t.Decision.GetHeadVersion(), true
+		res.Seq, res.Head, res.Already = t.Seq, t.Decision.GetHeadVersion(), !d.tried
 		return nil
 	}
 	last, err := d.l.Stream().GetLastMsgForSubject(ctx, sc.DecOf(d.ds))
@@ -197,6 +200,7 @@ func (d dropper) tombstone(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
+	d.tried = true
 	seq, err := d.l.AppendTombstone(ctx, d.ds, last.Sequence, head, d.opts.Note)
 	if errors.Is(err, declog.ErrFenced) && !d.opts.Force {
 		// A decision landed since the check (or another admin deleted
@@ -215,7 +219,7 @@ func (d dropper) tombstone(ctx context.Context, res *Result) error {
 }
 
 // head is the dataset's last committed version (0: none).
-func (d dropper) head(ctx context.Context) (uint64, error) {
+func (d *dropper) head(ctx context.Context) (uint64, error) {
 	r, ok, err := d.l.Last(ctx, d.l.Scheme().Dec(d.ds, subject.Committed))
 	if err != nil || !ok {
 		return 0, err
@@ -225,7 +229,7 @@ func (d dropper) head(ctx context.Context) (uint64, error) {
 
 // staged counts the messages CG_TXN holds for the dataset, on its
 // staging subject and on its partitioned form.
-func (d dropper) staged(ctx context.Context) (uint64, error) {
+func (d *dropper) staged(ctx context.Context) (uint64, error) {
 	sc := d.l.Scheme()
 	st, err := d.js.Stream(ctx, sc.TxnStream())
 	if err != nil {
