@@ -86,6 +86,9 @@ func fallbackID(in staged) string {
 // judge runs the protocol's checks in order. It returns the committed
 // verdict or the first rejection.
 func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+	if rej := s.deletedRejection(); rej != nil {
+		return verdict{}, rej
+	}
 	switch {
 	case !s.validName:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))

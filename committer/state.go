@@ -96,6 +96,9 @@ type state struct {
 	// cfg is the dataset's configuration, from its first committed
 	// record (readers.go); nil before creation.
 	cfg *cellguardpb.DatasetConfig
+	// deleted is the dataset's tombstone once the log holds one
+	// (tombstone.go); nil while it lives.
+	deleted *tombstone
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -254,6 +257,7 @@ func contentError(err error) bool {
 
 // noteLogged folds a log record's identity and sequences into the state.
 func (s *state) noteLogged(r declog.Record) {
+	s.noteTombstone(r)
 	s.decided.add(r.TxnID)
 	s.lastDecSeq = r.Seq
 	if r.TxnSeq > s.lastTxnSeq {

@@ -7,6 +7,7 @@
 //	cellguard dataset list               list datasets and their head versions
 //	cellguard dataset show NAME          show a dataset's head manifest
 //	cellguard dataset log NAME           print a dataset's decision log
+//	cellguard dataset delete NAME        delete a dataset (admin only; --force while it is staged to)
 //	cellguard txn inspect FILE.txn       decode a Lance transaction file
 //	cellguard bench                      measure the committer against raw JetStream
 //	cellguard demo                       run workers, an updater and the committer; verify the data
@@ -78,6 +79,7 @@ commands:
   dataset list             list datasets with their head versions
   dataset show NAME        show the head manifest of a dataset
   dataset log NAME         print the decision log of a dataset
+  dataset delete NAME      delete a dataset (admin only): [--force] [--purge-data]
   txn inspect FILE.txn     decode a Lance transaction file and print it
   bench                    benchmark the committer beside raw JetStream
   demo                     run the whole pipeline on an embedded server and verify it

@@ -73,10 +73,13 @@ const (
 // Outcome is the last token of a decision subject.
 type Outcome string
 
-// The two decision outcomes.
+// The two decision outcomes, and the tombstone.
 const (
 	Committed Outcome = "committed"
 	Rejected  Outcome = "rejected"
+	// Deleted is the subject of a dataset's tombstone: an admin's record
+	// that the dataset is deleted (not a decision of the committer).
+	Deleted Outcome = "deleted"
 )
 
 // ErrInvalidDataset is wrapped by every dataset name validation failure.
@@ -374,7 +377,7 @@ func (s Scheme) ParseDec(subj string) (string, Outcome, error) {
 		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
 	}
 	ds, o, ok := strings.Cut(rest, ".")
-	if !ok || ds == "" || (Outcome(o) != Committed && Outcome(o) != Rejected) {
+	if !ok || ds == "" || (Outcome(o) != Committed && Outcome(o) != Rejected && Outcome(o) != Deleted) {
 		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
 	}
 	return ds, Outcome(o), nil
@@ -400,6 +403,10 @@ func ParseCheckpointKey(key string) (ds string, version uint64, err error) {
 
 // DecisionMsgID is the Nats-Msg-Id of the decision for a transaction uuid.
 func DecisionMsgID(txnID string) string { return "dec-" + txnID }
+
+// TombstoneMsgID is the Nats-Msg-Id of ds's tombstone. No decision can
+// take it: theirs all start with "dec-".
+func TombstoneMsgID(ds string) string { return "deleted-" + ds }
 
 // AnonymousTxnID is the identity used for a staged message whose body has
 // no readable uuid (garbage bytes, truncated protobuf) and no usable
