@@ -292,6 +292,7 @@ func (c *Committer) reconcile(ctx context.Context) {
 		want[c.sc.PartitionConsumer(pk[0], pk[1])] = pk
 	}
 	var release []*partition
+	started := 0
 	c.partMu.Lock()
 	for name, p := range c.parts {
 		if _, ok := want[name]; !ok {
@@ -307,6 +308,7 @@ func (c *Committer) reconcile(ctx context.Context) {
 		pctx, cancel := context.WithCancel(ctx)
 		p.cancel, p.done = cancel, make(chan struct{})
 		c.parts[name] = p
+		started++
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -315,6 +317,9 @@ func (c *Committer) reconcile(ctx context.Context) {
 	}
 	n := len(c.parts)
 	c.partMu.Unlock()
+	if started > 0 || len(release) > 0 {
+		c.log.Info("partitions reassigned", "started", started, "released", len(release), "consuming", n)
+	}
 	for _, p := range release {
 		p.stop(true)
 		c.log.Info("partition released to another committer", "partition", p.name)
