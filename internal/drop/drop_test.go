@@ -20,8 +20,8 @@ func openLog(t *testing.T) (jetstream.JetStream, *declog.Log) {
 	_, js := natstest.Connect(t, srv.URL())
 	sc, _ := subject.NewScheme("")
 	ctx := t.Context()
-	// Staging subjects of both forms: plain and partitioned.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sc.TxnStream(), Subjects: []string{sc.TxnTree()}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+	// Unpartitioned at first: stageBoth adds the partitioning transform.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sc.TxnStream(), Subjects: []string{sc.TxnAll()}, Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	dec, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sc.DecStream(), Subjects: []string{sc.DecAll()}, AllowAtomicPublish: true, AllowDirect: true})
@@ -33,6 +33,35 @@ func openLog(t *testing.T) (jetstream.JetStream, *declog.Log) {
 		t.Fatal(err)
 	}
 	return js, declog.New(js, sc, dec, obj, declog.Options{})
+}
+
+// stageBoth stages one message on ds before the staging stream is
+// partitioned (stored under cg.txn.ds) and one after (stored in its
+// partition, cg.txp.…).
+func stageBoth(t *testing.T, js jetstream.JetStream, ds string) {
+	t.Helper()
+	ctx := t.Context()
+	var sc subject.Scheme
+	if _, err := js.Publish(ctx, sc.Txn(ds), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, sc.TxnStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	src, dest := sc.TxnPartitionMapping(8)
+	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: src, Destination: dest}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, err := js.Publish(ctx, sc.Txn(ds), []byte("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.GetMsg(ctx, a.Sequence); err != nil || m.Subject != sc.TxnPartitioned(8, subject.Partition(ds, 8), ds) {
+		t.Fatalf("second message stored as %v (%v), want its partition", m, err)
+	}
 }
 
 // TestDatasetChecks walks drop.Dataset through what it checks: no such
@@ -63,11 +92,7 @@ func TestDatasetChecks(t *testing.T) {
 	if !errors.As(err, &busy) || !errors.Is(err, drop.ErrBusy) || busy.Staged != 0 || busy.LastDecision != 30*time.Second {
 		t.Fatalf("Dataset 30s after the last decision = %v; want busy (quiet period)", err)
 	}
-	for _, subj := range []string{"cg.txn.ds", "cg.txn.7.ds"} {
-		if _, err := js.Publish(ctx, subj, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stageBoth(t, js, "ds")
 	_, err = drop.Dataset(ctx, js, l, "ds", drop.Options{Now: at(time.Hour)})
 	if !errors.As(err, &busy) || busy.Staged != 2 {
 		t.Fatalf("Dataset with 2 staged messages = %v; want busy with 2 staged", err)
