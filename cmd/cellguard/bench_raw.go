@@ -38,8 +38,10 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
 		return err
 	}
+	// The partition consumer the committer would use for ds.
+	n := committer.DefaultPartitions
 	cons, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
-		Durable: sc.Consumer(ds), FilterSubject: sc.Txn(ds), AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: sc.PartitionConsumer(n, subject.Partition(ds, n)), FilterSubject: sc.PartitionFilter(n, subject.Partition(ds, n)), AckPolicy: jetstream.AckExplicitPolicy,
 		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
 	})
 	if err != nil {
