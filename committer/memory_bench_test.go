@@ -3,13 +3,16 @@ package committer
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"cellguard/internal/natstest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 )
@@ -110,4 +113,56 @@ func rssBytes() uint64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkIdleDatasets measures what an idle dataset costs a running
+// committer and its server, in one process: N datasets are created
+// through a real committer (partitioned staging, embedded JetStream),
+// left idle until their states are evicted, and the Go heap in use after
+// a GC is compared with the heap before the first dataset. It reports
+// KiB per idle dataset (b.N is ignored beyond 1).
+//
+//	go test ./committer/ -run XXX -bench IdleDatasets -benchtime 1x
+func BenchmarkIdleDatasets(b *testing.B) {
+	const n = 2000
+	srv := runServer(b)
+	_, js := natstest.Connect(b, srv.URL())
+	cfg := testConfig()
+	cfg.IdleEvict = 200 * time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	r := start(b, srv.URL(), cfg)
+	runtime.GC()
+	before := heapInUse()
+	for i := range n {
+		id := newUUID()
+		stage(b, js, fmt.Sprintf("idle%05d", i), id, mustMarshal(b, createTxn(id)))
+	}
+	// A dataset turns idle only after its batch was decided and its
+	// state evicted (a failed one would be retrying).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		idle := 0
+		for _, s := range r.c.DatasetStatuses() {
+			if s.State == DatasetIdle {
+				idle++
+			}
+		}
+		if idle == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d datasets idle", idle, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runtime.GC()
+	heap := heapInUse() - before
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(heap)/n/1024, "KiB/idle-dataset")
+	for _, i := range []int{0, n / 2, n - 1} { // after measuring: reading the log costs memory
+		waitDecided(b, js, fmt.Sprintf("idle%05d", i), 1, time.Minute)
+	}
+	if path := os.Getenv("CG_HEAP_PROFILE"); path != "" {
+		writeHeapProfile(b, path)
+	}
 }
