@@ -41,17 +41,19 @@ type Committer struct {
 	policy  evaluator.DeletionPolicy
 	budget  *cacheBudget // nil: no shared cache budget
 
-	ready   atomic.Bool
-	mu      sync.Mutex
-	workers map[string]*worker
-	owned   ownership           // which datasets this replica owns, for the metrics
-	cps     map[string][]uint64 // known checkpoint versions per dataset, ascending
-	wg      sync.WaitGroup
-	fatal   chan error
-	strays  strays
-	pinKick chan struct{} // a partition learnt a new pin id: announce it
-	beacons *beacons      // nil when fast takeover is off
-	cpw     *checkpointWriter
+	ready    atomic.Bool
+	mu       sync.Mutex
+	workers  map[string]*worker
+	owned    ownership           // which datasets this replica owns, for the metrics
+	cps      map[string][]uint64 // known checkpoint versions per dataset, ascending
+	wg       sync.WaitGroup
+	fatal    chan error
+	strays   strays
+	pinKick  chan struct{} // a partition learnt a new pin id: announce it
+	beacons  *beacons      // nil when fast takeover is off
+	cpw      *checkpointWriter
+	deciders *deciders
+	runCtx   context.Context // Run's, for the deciders
 
 	// Partitions (partition.go, assign.go). gens are the partition counts
 	// that have consumers: the current one (the stream's transform) first,
@@ -128,6 +130,8 @@ func (c *Committer) Run(ctx context.Context) error {
 	defer unsub()
 	c.cpw = newCheckpointWriter(c)
 	defer c.cpw.close()
+	c.runCtx = runCtx
+	c.deciders = newDeciders(c, c.cfg.Deciders)
 	if c.cfg.TakeoverAfter > 0 {
 		c.beacons = newBeacons(c)
 		c.wg.Add(1)
@@ -172,6 +176,7 @@ loop:
 	c.ready.Store(false)
 	stop()
 	c.stopPartitions()
+	c.deciders.close()
 	c.wg.Wait()
 	c.clearStopped()
 	_ = c.plane.Close()
@@ -330,7 +335,7 @@ func (c *Committer) clearStopped() {
 // consumer delivers (staged before CG_TXN was partitioned), up to maxFill
 // of them per call.
 func (w *worker) drain(ctx context.Context) error {
-	return w.handle(ctx, nil, 0)
+	return w.handle(ctx, nil)
 }
 
 func (c *Committer) signalFatal(err error) {

@@ -90,6 +90,9 @@ type Config struct {
 	// message). The committer serves every dataset of the partitions it
 	// consumes either way.
 	Datasets []string
+	// Deciders is how many datasets are decided at once (default 64): a
+	// dataset slow to decide holds up one decider, never its partition.
+	Deciders int
 	// Partitions is the partition count CG_TXN is created with (default
 	// DefaultPartitions, at most MaxPartitions). A stream that exists
 	// keeps its own count; `cellguard partitions set` changes it.
@@ -252,6 +255,9 @@ func (c Config) withDefaults() Config {
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
+	if c.Deciders == 0 {
+		c.Deciders = 64
+	}
 	if c.AckWait == 0 {
 		c.AckWait = 15 * time.Second
 	}
@@ -345,6 +351,8 @@ func (c Config) Validate() error {
 		return bad("DecisionsPerSubject %d < 2×CheckpointEvery + BatchSize (%d)", c.DecisionsPerSubject, 2*c.CheckpointEvery+c.BatchSize)
 	case c.IndexBytes < 4096:
 		return bad("IndexBytes %d < 4096", c.IndexBytes)
+	case c.Deciders < 1 || c.Deciders > 4096:
+		return bad("Deciders %d not in 1..4096", c.Deciders)
 	case c.Partitions < 1 || c.Partitions > MaxPartitions:
 		return bad("Partitions %d not in 1..%d", c.Partitions, MaxPartitions)
 	case c.Replicas < 1 || c.Replicas > 5:

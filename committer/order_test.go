@@ -76,7 +76,7 @@ func TestBatchOutOfStreamOrder(t *testing.T) {
 	if len(groups) != 1 {
 		t.Fatalf("%d groups, want 1", len(groups))
 	}
-	if err := w.process(t.Context(), groups[0], 1); err != nil {
+	if err := w.process(t.Context(), groups[0]); err != nil {
 		t.Fatal(err)
 	}
 	l := waitDecided(t, js, ds, 3, 5*time.Second)
@@ -97,7 +97,7 @@ func TestBatchWithInteriorGap(t *testing.T) {
 		t.Fatalf("fetched %d messages, want 3", len(items))
 	}
 	// The delivery of items[1] was "lost"; 0 and 2 arrive.
-	if err := w.process(t.Context(), []item{items[0], items[2]}, 1); err != nil {
+	if err := w.process(t.Context(), []item{items[0], items[2]}); err != nil {
 		t.Fatal(err)
 	}
 	l := waitDecided(t, js, ds, 3, 5*time.Second)

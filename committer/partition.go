@@ -264,6 +264,7 @@ func (p *partition) handle(ctx context.Context, batch []jetstream.Msg) error {
 			stamp:       md.Timestamp,
 			msg:         m,
 			redelivered: md.NumDelivered > 1,
+			epoch:       p.epoch,
 		})
 	}
 	c.metrics.partitionPending.WithLabelValues(p.name).Set(float64(pending))
@@ -275,10 +276,7 @@ func (p *partition) handle(ctx context.Context, batch []jetstream.Msg) error {
 			}
 			continue
 		}
-		w := c.worker(ds)
-		if err := w.handle(ctx, group, p.epoch); err != nil {
-			return err // an injected crash: stop dead
-		}
+		c.worker(ds).enqueue(group)
 	}
 	return nil
 }

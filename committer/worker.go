@@ -30,9 +30,12 @@ type worker struct {
 	st *state     // nil until loaded, and after an eviction or a failure
 	// cursor is the highest CG_TXN sequence handled (decided or skipped).
 	cursor uint64
-	// epoch is the partition epoch of the last batch handled: a batch from
-	// another epoch first checks that no undecided message precedes it.
-	epoch uint64
+	// epoch is the newest partition epoch of the messages handled: a
+	// message from another epoch makes its batch check first that no
+	// undecided message precedes it. needGap asks for that check whatever
+	// the epochs (after a load, or a fence).
+	epoch   uint64
+	needGap bool
 	// active is when a message last arrived, for idle eviction.
 	active time.Time
 	// failures counts consecutive failed batches; until retryAt, the
@@ -42,6 +45,13 @@ type worker struct {
 	stopped  bool // the decision log cannot be trusted: see errUntrustedLog
 	// status is what DatasetStatuses reports.
 	status atomic.Pointer[DatasetStatus]
+
+	// The messages partitions handed over, waiting for a decider
+	// (dispatch.go); queued is set while the dataset is in the deciders'
+	// queue or being decided.
+	qmu    sync.Mutex
+	queue  []item
+	queued bool
 }
 
 func newWorker(c *Committer, ds string) *worker {
@@ -58,6 +68,7 @@ type item struct {
 	stamp       time.Time // when it was staged (server time)
 	msg         jetstream.Msg
 	redelivered bool
+	epoch       uint64 // the delivering partition's epoch
 }
 
 // sortItems orders items by CG_TXN sequence.
@@ -74,7 +85,7 @@ const stoppedRedelivery = 30 * time.Second
 // load, the log is unreachable, it is stopped) hands its messages back
 // with a delay and never holds up the partition's other datasets. Only
 // an injected crash is returned.
-func (w *worker) handle(ctx context.Context, items []item, epoch uint64) error {
+func (w *worker) handle(ctx context.Context, items []item) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -88,9 +99,10 @@ func (w *worker) handle(ctx context.Context, items []item, epoch uint64) error {
 		nakItems(items, w.retryAt.Sub(now))
 		return nil
 	}
+	w.honorCacheRequest()
 	err := w.ensureLoaded(ctx)
 	if err == nil {
-		err = w.process(ctx, items, epoch)
+		err = w.process(ctx, items)
 	}
 	if err != nil {
 		return w.failed(ctx, err, items)
@@ -150,7 +162,7 @@ func (w *worker) load(ctx context.Context) error {
 	st.fitBudget()
 	w.st = st
 	w.cursor = st.lastTxnSeq
-	w.epoch = 0 // the next batch checks for gaps
+	w.needGap = true
 	c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
 	return nil
 }
@@ -232,20 +244,23 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 // The batch in hand is finished even if ctx ends meanwhile (its I/O runs
 // on a context without cancellation); only retries stop when ctx is done,
 // handing the rest back.
-func (w *worker) process(runCtx context.Context, items []item, epoch uint64) error {
+func (w *worker) process(runCtx context.Context, items []item) error {
 	c := w.c
 	ctx := context.WithoutCancel(runCtx)
-	check := epoch != w.epoch || c.multiSource()
+	check := w.needGap || len(items) == 0 || c.multiSource()
+	epoch := w.epoch
 	for _, it := range items {
-		check = check || it.redelivered
+		check = check || it.redelivered || it.epoch != w.epoch
+		epoch = max(epoch, it.epoch)
 	}
 	if check {
 		var err error
 		if items, err = w.fillGaps(ctx, items); err != nil {
 			return err
 		}
-		w.epoch = epoch
+		w.needGap = false
 	}
+	w.epoch = epoch
 	if len(items) == 0 {
 		return nil
 	}
@@ -270,7 +285,7 @@ func (w *worker) process(runCtx context.Context, items []item, epoch uint64) err
 		if errors.Is(err, ErrFenced) || attempt >= 20 || runCtx.Err() != nil {
 			// Someone else is deciding: hand back what is still undecided.
 			w.ackDecided(items)
-			w.epoch = 0
+			w.needGap = true
 			return nil
 		}
 		// The batch in hand is finished even when runCtx ends: pause on
