@@ -43,9 +43,11 @@ func (e *PointError) Unwrap() error { return ErrBadPoint }
 // Point is one (x, y) value.
 type Point struct{ X, Y float64 }
 
-// Series is a named line. Dashed draws it dashed (e.g. a baseline).
+// Series is a named line. Dashed draws it dashed; Color is an SVG color
+// (empty: the next of the chart's palette).
 type Series struct {
 	Name   string
+	Color  string
 	Dashed bool
 	Points []Point
 }
@@ -120,23 +122,27 @@ type axis struct {
 	log      bool
 }
 
-func newAxis(vals []float64, log, fromZero bool, from, to float64) axis {
+// newAxis fits an axis to vals. An x axis (fit) spans the values with a
+// margin; a y axis starts at zero (linear) or spans whole decades (log).
+func newAxis(vals []float64, log, fit bool, from, to float64) axis {
 	a := axis{from: from, to: to, log: log, lo: math.Inf(1), hi: math.Inf(-1)}
 	for _, v := range vals {
 		a.lo, a.hi = min(a.lo, a.scale(v)), max(a.hi, a.scale(v))
 	}
-	switch {
-	case len(vals) == 0:
+	if len(vals) == 0 {
 		a.lo, a.hi = 0, 1
-	case log:
-		a.lo, a.hi = math.Floor(a.lo), math.Ceil(a.hi)
-	case fromZero:
-		a.lo = min(a.lo, 0)
 	}
 	if a.hi-a.lo < 1e-12 {
 		a.lo, a.hi = a.lo-0.5, a.hi+0.5
 	}
-	if !log {
+	switch {
+	case fit:
+		margin := (a.hi - a.lo) * 0.06
+		a.lo, a.hi = a.lo-margin, a.hi+margin
+	case log:
+		a.lo, a.hi = math.Floor(a.lo), math.Ceil(a.hi)
+	default:
+		a.lo = min(a.lo, 0)
 		step := a.step()
 		a.lo, a.hi = math.Floor(a.lo/step)*step, math.Ceil(a.hi/step)*step
 	}
@@ -196,8 +202,8 @@ func (c Chart) write(w io.Writer, x0, y0 int) {
 	}
 	left, right := float64(x0+padL), float64(x0+panelW-padR)
 	top, bottom := float64(y0+padT), float64(y0+panelH-padB)
-	ax := newAxis(xs, c.LogX, false, left, right)
-	ay := newAxis(ys, c.LogY, true, bottom, top)
+	ax := newAxis(xs, c.LogX, true, left, right)
+	ay := newAxis(ys, c.LogY, false, bottom, top)
 	fmt.Fprintf(w, `<g class="chart" data-title="%s">`+"\n", esc(c.Title))
 	fmt.Fprintf(w, `<text x="%g" y="%d" text-anchor="middle" font-size="14">%s</text>`+"\n", (left+right)/2, y0+padT-12, esc(c.Title))
 	fmt.Fprintf(w, `<rect x="%g" y="%g" width="%g" height="%g" fill="none" stroke="#444"/>`+"\n", left, top, right-left, bottom-top)
@@ -213,10 +219,14 @@ func (c Chart) write(w io.Writer, x0, y0 int) {
 	fmt.Fprintf(w, `<text x="%g" y="%g" text-anchor="middle">%s</text>`+"\n", (left+right)/2, bottom+36, esc(c.XLabel))
 	fmt.Fprintf(w, `<text transform="translate(%d %g) rotate(-90)" text-anchor="middle">%s</text>`+"\n", x0+16, (top+bottom)/2, esc(c.YLabel))
 	for i, s := range c.Series {
-		writeSeries(w, s, palette[i%len(palette)], ax, ay)
+		color := s.Color
+		if color == "" {
+			color = palette[i%len(palette)]
+		}
+		writeSeries(w, s, esc(color), ax, ay)
 		ly := top + 10 + float64(i)*18
 		fmt.Fprintf(w, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"%s/><text x="%g" y="%g" dominant-baseline="middle">%s</text>`+"\n",
-			right+10, ly, right+34, ly, palette[i%len(palette)], dash(s.Dashed), right+40, ly, esc(s.Name))
+			right+10, ly, right+34, ly, esc(color), dash(s.Dashed), right+40, ly, esc(s.Name))
 	}
 	fmt.Fprintln(w, "</g>")
 }

@@ -127,20 +127,28 @@ func TestWriteSVGRejectsUndrawablePoints(t *testing.T) {
 }
 
 func TestLinearTicksAreRound(t *testing.T) {
-	fig := benchplot.Figure{Charts: []benchplot.Chart{{Title: "t", Series: []benchplot.Series{
-		{Name: "s", Points: []benchplot.Point{{X: 1, Y: 1234}, {X: 2, Y: 8765}}},
-	}}}}
-	var buf bytes.Buffer
-	if err := fig.WriteSVG(&buf); err != nil {
-		t.Fatal(err)
-	}
-	var labels []string
-	for _, part := range strings.Split(buf.String(), `dominant-baseline="middle">`)[1:] {
-		labels = append(labels, part[:strings.Index(part, "<")])
-	}
 	// The y axis runs from zero to the round value above the largest.
-	want := []string{"0", "2000", "4000", "6000", "8000", "10k", "s"}
-	if !slices.Equal(labels, want) {
-		t.Errorf("y labels = %v, want %v", labels, want)
+	for _, tc := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{1234, 8765, []string{"0", "2000", "4000", "6000", "8000", "10k"}},
+		{8000, 8100, []string{"0", "2000", "4000", "6000", "8000", "10k"}},
+		{0.2, 0.9, []string{"0", "0.2", "0.4", "0.6", "0.8", "1"}},
+	} {
+		fig := benchplot.Figure{Charts: []benchplot.Chart{{Title: "t", Series: []benchplot.Series{
+			{Name: "s", Points: []benchplot.Point{{X: 1, Y: tc.lo}, {X: 2, Y: tc.hi}}},
+		}}}}
+		var buf bytes.Buffer
+		if err := fig.WriteSVG(&buf); err != nil {
+			t.Fatal(err)
+		}
+		var labels []string
+		for _, part := range strings.Split(buf.String(), `text-anchor="end" dominant-baseline="middle">`)[1:] {
+			labels = append(labels, part[:strings.Index(part, "<")])
+		}
+		if !slices.Equal(labels, tc.want) {
+			t.Errorf("y labels for %g..%g = %v, want %v", tc.lo, tc.hi, labels, tc.want)
+		}
 	}
 }
