@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -132,10 +133,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, %s, GOMAXPROCS=%d\n\n",
 		*n, *producers, serversLabel(*nodes), runtime.GOMAXPROCS(0))
 	printBenchHeader(stdout)
-	if err := b.runPlan(ctx, plan, *latency); err != nil {
-		return err
-	}
-	return b.rep.write(*jsonPath, *plotPath)
+	// The runs made so far are written even when one fails.
+	err = b.runPlan(ctx, plan, *latency)
+	return errors.Join(err, b.rep.write(*jsonPath, *plotPath))
 }
 
 // benchPlan is what a bench run measures.

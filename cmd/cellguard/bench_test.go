@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -195,5 +196,26 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("bench %v = %v, want a usage error", args, err)
 		}
+	}
+}
+
+func TestBenchWritesWhatItHasWhenARunFails(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "bench.json")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the first run cannot even create its streams
+	var out, errOut bytes.Buffer
+	err := bench(ctx, []string{"-txns", "10", "-producers", "2", "-batches", "1", "-preconditions", "", "-datasets", "",
+		"-data-dir", filepath.Join(dir, "data"), "-json", jsonPath}, &out, &errOut)
+	if err == nil {
+		t.Fatal("bench with a cancelled context = nil error")
+	}
+	var rep benchReport
+	b, rerr := os.ReadFile(jsonPath)
+	if rerr != nil {
+		t.Fatalf("no report after a failed run: %v (bench: %v)", rerr, err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Schema != benchSchema || len(rep.Runs) != 0 {
+		t.Errorf("report after a failed first run = %+v, %v; want the header and no runs", rep, err)
 	}
 }
