@@ -53,6 +53,8 @@ stream.
   p50_ms, p99_ms       end-to-end latency, staged to decision received
   rejected             decisions that rejected (the bench's transactions
                        should all commit)
+  rejected_by          rejections by reason, e.g. {"READ_VERSION_TOO_OLD": 3}
+                       (absent when none)
   setup_s              seconds to set the run up: streams, consumers,
                        committer start and every dataset's creation decided
   run_s                seconds of the whole run, set-up included

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,11 +66,13 @@ type benchRecord struct {
 	P50Ms         float64 `json:"p50_ms"`
 	P99Ms         float64 `json:"p99_ms"`
 	Rejected      int64   `json:"rejected"`
-	SetupSec      float64 `json:"setup_s"`
-	RunSec        float64 `json:"run_s"`
-	RSSBytes      uint64  `json:"rss_bytes"`
-	Replicas      int     `json:"replicas"`
-	VsRaw         float64 `json:"vs_raw"`
+	// RejectedBy counts the rejections by reason (absent when none).
+	RejectedBy map[string]int64 `json:"rejected_by,omitempty"`
+	SetupSec   float64          `json:"setup_s"`
+	RunSec     float64          `json:"run_s"`
+	RSSBytes   uint64           `json:"rss_bytes"`
+	Replicas   int              `json:"replicas"`
+	VsRaw      float64          `json:"vs_raw"`
 }
 
 func newBenchReport(nodes, producers int) *benchReport {
@@ -81,7 +85,7 @@ func newBenchReport(nodes, producers int) *benchReport {
 
 // record fills r's measured fields from res.
 func (r *benchRecord) record(res result) {
-	r.CommitsPerSec, r.Rejected = res.rate, res.rejected
+	r.CommitsPerSec, r.Rejected, r.RejectedBy = res.rate, res.rejected, res.reasons
 	r.P50Ms, r.P99Ms = ms(res.p50), ms(res.p99)
 }
 
@@ -121,7 +125,11 @@ func printBenchRecord(w io.Writer, r benchRecord) {
 	}
 	rej := ""
 	if r.Rejected > 0 {
-		rej = fmt.Sprintf("  (%d rejected)", r.Rejected)
+		var by []string
+		for _, reason := range slices.Sorted(maps.Keys(r.RejectedBy)) {
+			by = append(by, fmt.Sprintf("%s %d", reason, r.RejectedBy[reason]))
+		}
+		rej = fmt.Sprintf("  (%d rejected: %s)", r.Rejected, strings.Join(by, ", "))
 	}
 	lat := func(v float64) string { return roundDur(time.Duration(v * float64(time.Millisecond))).String() }
 	fmt.Fprintf(w, strings.TrimSuffix(benchTableHeader, "\n")+"%s\n", r.Name, fmt.Sprintf("%.0f", r.CommitsPerSec), lat(r.P50Ms), lat(r.P99Ms), ratio,

@@ -47,6 +47,7 @@ type result struct {
 	rate     float64
 	p50, p99 time.Duration
 	rejected int64
+	reasons  map[string]int64 // rejections by reason
 }
 
 // outcome is what one run measured.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,11 +26,12 @@ type tracker struct {
 	last     time.Time
 	done     atomic.Int64
 	rejected atomic.Int64
+	reasons  map[string]int64 // rejections by reason; guarded by mu
 	head     atomic.Uint64
 }
 
 func newTracker(n int) *tracker {
-	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}}
+	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}, reasons: map[string]int64{}}
 }
 
 // await registers ch to be signalled when id is decided.
@@ -43,6 +45,7 @@ func (t *tracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lat, t.first = t.lat[:0], time.Time{}
+	clear(t.reasons)
 	t.done.Store(0)
 	t.rejected.Store(0)
 }
@@ -63,10 +66,14 @@ func (t *tracker) onDecision(m *nats.Msg) {
 	if v, err := strconv.ParseUint(m.Header.Get(subject.HdrVersion), 10, 64); err == nil && v > t.head.Load() {
 		t.head.Store(v)
 	}
-	if strings.HasSuffix(m.Subject, ".rejected") {
+	rejected := strings.HasSuffix(m.Subject, ".rejected")
+	if rejected {
 		t.rejected.Add(1)
 	}
 	t.mu.Lock()
+	if rejected {
+		t.reasons[m.Header.Get(subject.HdrReason)]++
+	}
 	if at, ok := t.sentAt[id]; ok {
 		t.lat = append(t.lat, now.Sub(at))
 		delete(t.sentAt, id)
@@ -97,6 +104,9 @@ func (t *tracker) result(n int) result {
 	lat := slices.Clone(t.lat)
 	slices.Sort(lat)
 	r := result{rate: float64(n) / t.last.Sub(t.first).Seconds(), rejected: t.rejected.Load()}
+	if len(t.reasons) > 0 {
+		r.reasons = maps.Clone(t.reasons)
+	}
 	if len(lat) > 0 {
 		r.p50 = lat[len(lat)/2]
 		r.p99 = lat[len(lat)*99/100]
