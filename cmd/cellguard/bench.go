@@ -55,6 +55,8 @@ stream.
                        should all commit)
   rejected_by          rejections by reason, e.g. {"READ_VERSION_TOO_OLD": 3}
                        (absent when none)
+  rejected_examples    the committer's message for the first rejection of
+                       each reason (absent when none)
   setup_s              seconds to set the run up: streams, consumers,
                        committer start and every dataset's creation decided
   run_s                seconds of the whole run, set-up included

@@ -68,11 +68,14 @@ type benchRecord struct {
 	Rejected      int64   `json:"rejected"`
 	// RejectedBy counts the rejections by reason (absent when none).
 	RejectedBy map[string]int64 `json:"rejected_by,omitempty"`
-	SetupSec   float64          `json:"setup_s"`
-	RunSec     float64          `json:"run_s"`
-	RSSBytes   uint64           `json:"rss_bytes"`
-	Replicas   int              `json:"replicas"`
-	VsRaw      float64          `json:"vs_raw"`
+	// RejectedExamples holds the committer's message for the first
+	// rejection of each reason.
+	RejectedExamples map[string]string `json:"rejected_examples,omitempty"`
+	SetupSec         float64           `json:"setup_s"`
+	RunSec           float64           `json:"run_s"`
+	RSSBytes         uint64            `json:"rss_bytes"`
+	Replicas         int               `json:"replicas"`
+	VsRaw            float64           `json:"vs_raw"`
 }
 
 func newBenchReport(nodes, producers int) *benchReport {
@@ -85,7 +88,7 @@ func newBenchReport(nodes, producers int) *benchReport {
 
 // record fills r's measured fields from res.
 func (r *benchRecord) record(res result) {
-	r.CommitsPerSec, r.Rejected, r.RejectedBy = res.rate, res.rejected, res.reasons
+	r.CommitsPerSec, r.Rejected, r.RejectedBy, r.RejectedExamples = res.rate, res.rejected, res.reasons, res.examples
 	r.P50Ms, r.P99Ms = ms(res.p50), ms(res.p99)
 }
 

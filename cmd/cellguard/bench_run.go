@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,7 +49,8 @@ type result struct {
 	rate     float64
 	p50, p99 time.Duration
 	rejected int64
-	reasons  map[string]int64 // rejections by reason
+	reasons  map[string]int64  // rejections by reason
+	examples map[string]string // a rejection's message per reason
 }
 
 // outcome is what one run measured.
@@ -95,6 +98,9 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	b.rep.Runs = append(b.rep.Runs, rec)
 	b.prog.end(rec)
 	printBenchRecord(b.out, rec)
+	for _, reason := range slices.Sorted(maps.Keys(rec.RejectedExamples)) {
+		fmt.Fprintf(b.out, "  rejected %s, e.g.: %s\n", reason, rec.RejectedExamples[reason])
+	}
 	if out.mem != nil {
 		fmt.Fprintf(b.out, "  memory with %d datasets served: %s (one process: %s, embedded JetStream, producers)\n", rec.Datasets, out.mem, rec.Kind)
 	}
