@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runBench runs `cellguard bench args... -json -plot` in this process and
@@ -217,5 +219,59 @@ func TestBenchWritesWhatItHasWhenARunFails(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &rep); err != nil || rep.Schema != benchSchema || len(rep.Runs) != 0 {
 		t.Errorf("report after a failed first run = %+v, %v; want the header and no runs", rep, err)
+	}
+}
+
+func TestBenchReportJSONRoundTrip(t *testing.T) {
+	rep := newBenchReport(3, 64)
+	rep.Runs = []benchRecord{
+		{Kind: kindRaw, Load: loadMax, Name: "raw JetStream batch=8", Batch: 8, Datasets: 1, Txns: 100, CommitsPerSec: 5000.5,
+			P50Ms: 1.25, P99Ms: 9.5, SetupSec: 0.2, RunSec: 1.5, RSSBytes: 64 << 20, Replicas: 3},
+		{Kind: kindCommitter, Load: loadHalf, Name: "committer batch=8 at 2500/s", Batch: 8, Datasets: 1, Txns: 100, OfferedPerSec: 2500,
+			CommitsPerSec: 2400, P50Ms: 0.5, P99Ms: 3, Rejected: 2, RejectedBy: map[string]int64{"READ_VERSION_TOO_OLD": 2},
+			RejectedExamples: map[string]string{"READ_VERSION_TOO_OLD": "read_version 3 is no longer retained"}, SetupSec: 0.1, RunSec: 1, RSSBytes: 1, Replicas: 3, VsRaw: 0.48},
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := rep.writeJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got benchReport
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, rep) {
+		t.Errorf("report after a round trip = %+v, want %+v", got, *rep)
+	}
+}
+
+func TestBenchProgressLines(t *testing.T) {
+	var buf bytes.Buffer
+	p := &benchProgress{w: &buf, start: time.Now(), total: 2}
+	p.decided() // nothing watched: no line
+	p.begin("committer batch=8")
+	tr := newTracker(4)
+	p.watch("transactions", tr, 4)
+	tr.done.Add(3)
+	p.decided()
+	p.watch("", nil, 0)
+	p.decided()
+	p.end(benchRecord{CommitsPerSec: 1234, P50Ms: 1.5, P99Ms: 20})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		"bench [1/2] start committer batch=8 (elapsed ",
+		"bench [1/2] committer batch=8, transactions: 3/4 decided (elapsed ",
+		"bench [1/2] done  committer batch=8: 1234 commits/s, p50 1.50ms, p99 20.00ms in ",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("progress lines = %q, want %d", lines, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d = %q, want it to start %q", i, lines[i], want[i])
+		}
 	}
 }
