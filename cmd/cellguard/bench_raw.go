@@ -20,7 +20,7 @@ import (
 )
 
 // startRaw runs the raw JetStream loop: the committer's streams under
-// their own prefix, one consumer over every staged subject of it (one
+// their own prefix, one consumer over the whole staging stream (one
 // dataset, or many); each batch of staged messages gets one decision
 // message each, published as an atomic batch, then acked. No decoding,
 // state, fencing or evaluation.
@@ -60,8 +60,9 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 }
 
 // createRaw creates the streams, as the committer would, and the raw
-// loop's consumer over all staged subjects (whatever form the stream
-// stores them in).
+// loop's consumer over the whole staging stream (no filter: it takes the
+// staged subjects in whatever form the stream stores them, plain or
+// partitioned).
 func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, batch, replicas int) error {
 	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20, Replicas: replicas})
 	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
@@ -71,7 +72,7 @@ func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, b
 		return err
 	}
 	_, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
-		Durable: "raw", FilterSubject: sc.TxnTree(), AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy,
 		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
 	})
 	return err
@@ -114,7 +115,8 @@ func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jet
 	id := nuid.Next()
 	for i, m := range msgs {
 		// The dataset is the last token of the staged subject, in the
-		// plain form and in the partitioned one alike.
+		// plain form (<prefix>.txn.<ds>) and the partitioned one
+		// (<prefix>.txp.<n>.<part>.<ds>) alike.
 		subj := m.Subject()
 		out := nats.NewMsg(sc.Dec(subj[strings.LastIndexByte(subj, '.')+1:], subject.Committed))
 		out.Data = m.Data()
