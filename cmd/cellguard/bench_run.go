@@ -97,14 +97,20 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	}
 	b.rep.Runs = append(b.rep.Runs, rec)
 	b.prog.end(rec)
+	b.print(rec, out.mem)
+	return rec, nil
+}
+
+// print writes rec's row of the table, with a line for each reason of
+// rejection and the memory report of a many-datasets run (mem, or nil).
+func (b *bencher) print(rec benchRecord, mem *memReport) {
 	printBenchRecord(b.out, rec)
 	for _, reason := range slices.Sorted(maps.Keys(rec.RejectedExamples)) {
 		fmt.Fprintf(b.out, "  rejected %s, e.g.: %s\n", reason, rec.RejectedExamples[reason])
 	}
-	if out.mem != nil {
-		fmt.Fprintf(b.out, "  memory with %d datasets served: %s (one process: %s, embedded JetStream, producers)\n", rec.Datasets, out.mem, rec.Kind)
+	if mem != nil {
+		fmt.Fprintf(b.out, "  memory with %d datasets served: %s (one process: %s, embedded JetStream, producers)\n", rec.Datasets, mem, rec.Kind)
 	}
-	return rec, nil
 }
 
 // connect dials the bench's servers with a JetStream context.

@@ -1,7 +1,9 @@
 // Package natstest starts real, in-process JetStream servers for tests: a
 // single node (RunServer) or a 3-node cluster (RunCluster). Servers listen
 // on loopback only, on ports drawn at start-up, with their file stores in
-// t.TempDir(); t.Cleanup shuts them down.
+// t.TempDir(); t.Cleanup shuts them down. The servers are started by
+// the subpackage loopback, which returns errors instead of failing a test,
+// for commands (`cellguard bench -cluster 3`) that start them too.
 //
 // Typical use:
 //
