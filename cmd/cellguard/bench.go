@@ -8,23 +8,70 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
-
-	"cellguard/committer"
-	"cellguard/internal/subject"
-	"cellguard/proto/lancepb"
+	"cellguard/internal/natstest/loopback"
 )
+
+const benchHelp = `usage: cellguard bench [flags]
+
+Measures a real committer on embedded JetStream (in this process) beside
+raw JetStream doing the same I/O with nothing decided, in the same run:
+for each batch size a raw and a committer run at full speed (closed-loop
+producers), and with -latency both again at half the committer's rate
+(open loop); committer runs with preconditions; and for each -datasets
+count a raw and a committer run over that many datasets.
+
+A table goes to stdout; stderr shows each run as it starts and ends, and
+every -progress an "n/m decided" line while a run waits.
+
+-cluster 3 starts a 3-node JetStream cluster on loopback in this process
+(clients connect to any node) and runs everything with 3 replicas per
+stream.
+
+-json FILE writes one document: {"schema": 1, "started", "go_version",
+"goos", "goarch", "cpus", "gomaxprocs", "cluster_nodes", "producers",
+"runs": [...]}, one record per run:
+  kind                 "raw" (raw JetStream) or "committer"
+  load                 "max" (full speed), "half" (half the committer's max
+                       rate, offered open loop), "preconditions" (full speed,
+                       each transaction protects fragments), "datasets"
+                       (many datasets staged at once)
+  name                 the run's row in the table
+  batch                group-commit batch size
+  datasets             datasets served in the run
+  txns                 transactions measured (all datasets)
+  protected_fragments  fragments each precondition protects
+  offered_per_sec      offered rate (0: as fast as possible)
+  commits_per_sec      decisions per second, first staging to last decision
+  p50_ms, p99_ms       end-to-end latency, staged to decision received
+  rejected             decisions that rejected (the bench's transactions
+                       should all commit)
+  rejected_by          rejections by reason, e.g. {"READ_VERSION_TOO_OLD": 3}
+                       (absent when none)
+  rejected_examples    the committer's message for the first rejection of
+                       each reason (absent when none)
+  setup_s              seconds to set the run up: streams, consumers,
+                       committer start and every dataset's creation decided
+  run_s                seconds of the whole run, set-up included
+  rss_bytes            resident memory of this process at the end of the run
+                       (servers, committer and producers together)
+  replicas             replicas of the decision stream, as the server reports
+  vs_raw               commits_per_sec over the raw run of the same batch
+                       size and dataset count (committer runs at max load and
+                       with many datasets; 0 otherwise)
+
+-plot FILE.svg draws throughput and p50/p99 against batch size and against
+the number of datasets, committer beside raw JetStream.
+
+flags:
+`
 
 // bench drives a real committer on an embedded server with concurrent
 // producers and, in the same run, a raw JetStream loop doing the same I/O
@@ -33,17 +80,29 @@ import (
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchHelp); fs.PrintDefaults() }
 	n := fs.Int("txns", 20000, "transactions per throughput run")
 	producers := fs.Int("producers", 256, "concurrent producers (each stages, then awaits its decision)")
 	batches := fs.String("batches", "1,8,64,256", "group-commit batch sizes to measure")
 	pres := fs.String("preconditions", "0,1,16,128", "precondition sizes (fragments protected per transaction) to measure, at the largest batch size")
-	many := fs.Int("datasets", 1000, "datasets in the many-datasets run (0: skip)")
-	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets run")
+	many := fs.String("datasets", "1000", "dataset counts of the many-datasets runs, comma-separated (empty or 0: skip)")
+	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets runs")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
+	nodes := fs.Int("cluster", 1, "JetStream nodes, 1 to 5: 1 is one embedded server with R1 streams, n > 1 an n-node loopback cluster in this process with Rn streams")
+	jsonPath := fs.String("json", "", "write the results to `FILE` as JSON (schema above)")
+	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
+	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	plan, err := parseBenchPlan(*batches, *pres, *many)
+	if err != nil {
+		return err
+	}
+	if err := checkBenchFlags(*n, *producers, *manyTxns, *nodes, *every); err != nil {
 		return err
 	}
 	restoreLimit, err := setMemoryLimit(*memoryLimit)
@@ -63,66 +122,155 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("CELLGUARD_BENCH_LOG") != "" {
 		quiet = slog.New(slog.NewTextHandler(stderr, nil))
 	}
-	b0 := quiet
-	srv, err := open(*dir, -1)
+	url, stop, err := startBenchServers(ctx, *dir, *nodes)
 	if err != nil {
 		return err
 	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	b := &bencher{srv: srv, n: *n, producers: *producers, out: stdout, log: b0, cacheBytes: *cacheBytes}
-	bs, err := parseInts(*batches)
-	if err != nil {
-		return usageError{err.Error()}
+	defer stop()
+	b := &bencher{
+		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes,
+		out: stdout, rep: newBenchReport(*nodes, *producers),
+		prog: &benchProgress{w: stderr, start: time.Now(), total: plan.runs(*latency)},
 	}
-	ps, err := parseInts(*pres)
-	if err != nil {
-		return usageError{err.Error()}
+	stopTicker := b.prog.tick(*every)
+	defer stopTicker()
+	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, %s, GOMAXPROCS=%d\n\n",
+		*n, *producers, serversLabel(*nodes), runtime.GOMAXPROCS(0))
+	printBenchHeader(stdout)
+	// The runs made so far are written even when one fails.
+	err = b.runPlan(ctx, plan, *latency)
+	return errors.Join(err, b.rep.write(*jsonPath, *plotPath))
+}
+
+// benchPlan is what a bench run measures.
+type benchPlan struct {
+	batches, pres, datasets []int
+}
+
+func parseBenchPlan(batches, pres, datasets string) (benchPlan, error) {
+	var p benchPlan
+	var err error
+	if p.batches, err = parseInts(batches); err != nil {
+		return p, usageError{"bench: -batches: " + err.Error()}
 	}
-	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, embedded JetStream (file store, R1), GOMAXPROCS=%s\n\n",
-		*n, *producers, envOr("GOMAXPROCS", "all cores"))
-	fmt.Fprintf(stdout, "%-34s %10s %9s %9s %9s\n", "run", "commits/s", "p50", "p99", "vs raw")
-	for _, bsz := range bs {
-		raw, err := b.run(ctx, runSpec{raw: true, batch: bsz})
+	if p.pres, err = parseInts(pres); err != nil {
+		return p, usageError{"bench: -preconditions: " + err.Error()}
+	}
+	all, err := parseInts(datasets)
+	if err != nil {
+		return p, usageError{"bench: -datasets: " + err.Error()}
+	}
+	for _, d := range all {
+		if d > 0 {
+			p.datasets = append(p.datasets, d)
+		}
+	}
+	for _, v := range p.batches {
+		if v < 1 {
+			return p, usageError{fmt.Sprintf("bench: -batches: %d is no batch size", v)}
+		}
+	}
+	for _, v := range p.pres {
+		if v < 0 {
+			return p, usageError{fmt.Sprintf("bench: -preconditions: %d is no number of fragments", v)}
+		}
+	}
+	return p, nil
+}
+
+// runs is the number of runs the plan makes.
+func (p benchPlan) runs(latency bool) int {
+	per := 2
+	if latency {
+		per = 4
+	}
+	return per*len(p.batches) + len(p.pres) + 2*len(p.datasets)
+}
+
+func checkBenchFlags(txns, producers, manyTxns, nodes int, every time.Duration) error {
+	switch {
+	case txns < 1:
+		return usageError{fmt.Sprintf("bench: -txns %d: want at least 1", txns)}
+	case producers < 1 || producers > txns:
+		return usageError{fmt.Sprintf("bench: -producers %d: want 1 to -txns (%d)", producers, txns)}
+	case manyTxns < 1:
+		return usageError{fmt.Sprintf("bench: -datasets-txns %d: want at least 1", manyTxns)}
+	case nodes < 1 || nodes > 5:
+		return usageError{fmt.Sprintf("bench: -cluster %d: want 1 to 5 nodes", nodes)}
+	case every <= 0:
+		return usageError{fmt.Sprintf("bench: -progress %v: want a positive interval", every)}
+	}
+	return nil
+}
+
+func serversLabel(nodes int) string {
+	if nodes == 1 {
+		return "embedded JetStream (file store, R1)"
+	}
+	return fmt.Sprintf("%d-node loopback JetStream cluster in process (file store, R%d)", nodes, nodes)
+}
+
+// startBenchServers starts one embedded server, or a loopback cluster of
+// nodes, with their stores under dir, and returns the client URLs and a
+// function that stops them.
+func startBenchServers(ctx context.Context, dir string, nodes int) (string, func(), error) {
+	if nodes == 1 {
+		srv, err := open(dir, -1)
+		if err != nil {
+			return "", nil, err
+		}
+		return srv.ClientURL(), func() { srv.Shutdown(); srv.WaitForShutdown() }, nil
+	}
+	c, err := loopback.StartCluster(filepath.Join(dir, "cluster"), nodes)
+	if err != nil {
+		return "", nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.WaitReady(wctx); err != nil {
+		c.Shutdown()
+		return "", nil, err
+	}
+	return c.URLs(), c.Shutdown, nil
+}
+
+// runPlan makes the plan's runs in order, each recorded in b.rep.
+func (b *bencher) runPlan(ctx context.Context, plan benchPlan, latency bool) error {
+	for _, bsz := range plan.batches {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadMax, Batch: bsz, Name: fmt.Sprintf("raw JetStream batch=%d", bsz)}); err != nil {
+			return err
+		}
+		got, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadMax, Batch: bsz, Name: fmt.Sprintf("committer batch=%d", bsz)})
 		if err != nil {
 			return err
 		}
-		b.print(fmt.Sprintf("raw JetStream  batch=%d", bsz), raw, 0)
-		got, err := b.run(ctx, runSpec{batch: bsz})
-		if err != nil {
+		if !latency {
+			continue
+		}
+		half := got.CommitsPerSec / 2
+		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadHalf, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("raw JetStream batch=%d at %.0f/s", bsz, half)}); err != nil {
 			return err
 		}
-		b.print(fmt.Sprintf("committer      batch=%d", bsz), got, raw.rate)
-		if *latency {
-			rawHalf, err := b.run(ctx, runSpec{raw: true, batch: bsz, rate: got.rate / 2})
-			if err != nil {
-				return err
-			}
-			b.print(fmt.Sprintf("  raw, offered %.0f/s", got.rate/2), rawHalf, 0)
-			half, err := b.run(ctx, runSpec{batch: bsz, rate: got.rate / 2})
-			if err != nil {
-				return err
-			}
-			b.print(fmt.Sprintf("  committer, offered %.0f/s", got.rate/2), half, 0)
+		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadHalf, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("committer batch=%d at %.0f/s", bsz, half)}); err != nil {
+			return err
 		}
 	}
 	top := 256
-	if len(bs) > 0 {
-		top = bs[len(bs)-1]
+	if len(plan.batches) > 0 {
+		top = plan.batches[len(plan.batches)-1]
 	}
-	for _, p := range ps {
-		got, err := b.run(ctx, runSpec{batch: top, pre: p})
-		if err != nil {
+	for _, p := range plan.pres {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadPreconditions, Batch: top, Protected: p, Name: fmt.Sprintf("committer batch=%d protects %d frags", top, p)}); err != nil {
 			return err
 		}
-		b.print(fmt.Sprintf("committer batch=%d pre=%d frags", top, p), got, 0)
 	}
-	if *many > 0 {
-		got, mem, err := b.runMany(ctx, *many, *manyTxns)
-		if err != nil {
-			return err
+	for _, d := range plan.datasets {
+		for _, kind := range []string{kindRaw, kindCommitter} {
+			name := fmt.Sprintf("%s %d datasets × %d txns", kindLabel[kind], d, b.manyTxns)
+			if _, err := b.measure(ctx, benchRecord{Kind: kind, Load: loadDatasets, Batch: manyBatch, Datasets: d, Name: name}); err != nil {
+				return err
+			}
 		}
-		b.print(fmt.Sprintf("%d datasets × %d txns", *many, *manyTxns), got, 0)
-		fmt.Fprintf(stdout, "  memory with %d datasets served: %s (one process: committer, embedded JetStream, producers)\n", *many, mem)
 	}
 	return nil
 }
@@ -184,22 +332,27 @@ func measureMemory() (memReport, error) {
 }
 
 // memoryInUse returns the Go heap in use after a collection and the
-// process's resident set size (Linux; 0 elsewhere).
+// process's resident set size.
 func memoryInUse() (heap, rss uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse, readRSS()
+}
+
+// readRSS returns the process's resident set size (Linux; 0 elsewhere).
+func readRSS() uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return ms.HeapInuse, 0
+		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			rss = kb << 10
+			return kb << 10
 		}
 	}
-	return ms.HeapInuse, rss
+	return 0
 }
 
 func parseInts(s string) ([]int, error) {
@@ -215,326 +368,4 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-type bencher struct {
-	srv       *server.Server
-	n         int
-	producers int
-	out       io.Writer
-	runs      int
-	log       *slog.Logger
-	// cacheBytes is the committers' Config.CacheBytes.
-	cacheBytes int
-}
-
-type runSpec struct {
-	raw   bool
-	batch int
-	pre   int     // fragments each precondition protects
-	rate  float64 // transactions/s; 0 = as fast as possible
-}
-
-type result struct {
-	rate     float64
-	p50, p99 time.Duration
-	rejected int64
-}
-
-func (b *bencher) print(name string, r result, raw float64) {
-	ratio := ""
-	if raw > 0 {
-		ratio = fmt.Sprintf("%.2f×", r.rate/raw)
-	}
-	rej := ""
-	if r.rejected > 0 {
-		rej = fmt.Sprintf("  (%d rejected)", r.rejected)
-	}
-	fmt.Fprintf(b.out, "%-34s %10.0f %9s %9s %9s%s\n", name, r.rate, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), ratio, rej)
-}
-
-const benchFragments = 256
-
-// run measures one configuration on a fresh dataset (and, for the
-// committer, a fresh committer limited to it).
-func (b *bencher) run(ctx context.Context, spec runSpec) (result, error) {
-	b.runs++
-	prefix := "cg"
-	if spec.raw {
-		prefix = "raw"
-	}
-	sc, _ := subject.NewScheme(prefix)
-	ds := fmt.Sprintf("bench%d", b.runs)
-	nc, err := nats.Connect(b.srv.ClientURL())
-	if err != nil {
-		return result{}, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
-	if err != nil {
-		return result{}, err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	if spec.raw {
-		if err := b.startRaw(rctx, &wg, sc, ds, spec.batch); err != nil {
-			return result{}, err
-		}
-	} else {
-		cnc, err := nats.Connect(b.srv.ClientURL())
-		if err != nil {
-			return result{}, err
-		}
-		defer cnc.Close()
-		c, err := committer.New(cnc, committer.Config{
-			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds},
-			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20,
-		})
-		if err != nil {
-			return result{}, err
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Run(rctx) }()
-		for !c.Ready() {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	// Follow decisions on a core subscription.
-	tr := newTracker(b.n + 1)
-	sub, err := nc.Subscribe(sc.DecOf(ds), tr.onDecision)
-	if err != nil {
-		return result{}, err
-	}
-	defer sub.Unsubscribe()
-	_ = sub.SetPendingLimits(-1, -1)
-	// Create the dataset with benchFragments fragments, then measure.
-	create := newUUID()
-	if err := publish(ctx, js, sc, ds, create, benchCreate(create), tr); err != nil {
-		return result{}, err
-	}
-	if err := tr.wait(ctx, 1, time.Minute); err != nil {
-		return result{}, err
-	}
-	tr.reset()
-	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
-		return result{}, err
-	}
-	if err := tr.wait(ctx, b.n, 5*time.Minute); err != nil {
-		return result{}, err
-	}
-	return tr.result(b.n), nil
-}
-
-// produce stages b.n appends. At full speed (rate 0) each of b.producers
-// workers reads the head, stages, and waits for its decision before the
-// next, as a pipeline worker does; the read lag is then at most the number
-// of producers. At a fixed rate producers stage open-loop on a schedule.
-func (b *bencher) produce(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds string, spec runSpec, tr *tracker) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, b.producers)
-	per := b.n / b.producers
-	tokens := pace(ctx, spec.rate, b.n)
-	for p := 0; p < b.producers; p++ {
-		count := per
-		if p == b.producers-1 {
-			count = b.n - per*(b.producers-1)
-		}
-		wg.Add(1)
-		go func(p, count int) {
-			defer wg.Done()
-			done := make(chan struct{}, 1)
-			for i := 0; i < count; i++ {
-				id := newUUID()
-				body := benchAppend(id, max(tr.head.Load(), 1), spec.pre)
-				if spec.rate > 0 {
-					select {
-					case <-tokens:
-					case <-ctx.Done():
-						return
-					}
-					body = benchAppend(id, max(tr.head.Load(), 1), spec.pre)
-					if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
-						errs <- err
-						return
-					}
-					continue
-				}
-				tr.await(id, done)
-				if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
-					errs <- err
-					return
-				}
-				select {
-				case <-done:
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Minute):
-					errs <- fmt.Errorf("bench: no decision for %s after a minute", id)
-					return
-				}
-			}
-		}(p, count)
-	}
-	wg.Wait()
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		return fmt.Errorf("bench: staging did not complete")
-	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
-}
-
-// pace hands out n tokens at rate per second (nil channel for rate 0).
-func pace(ctx context.Context, rate float64, n int) <-chan struct{} {
-	if rate <= 0 {
-		return nil
-	}
-	ch := make(chan struct{}, n)
-	go func() {
-		start := time.Now()
-		sent := 0
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for sent < n {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				for due := min(n, int(now.Sub(start).Seconds()*rate)); sent < due; sent++ {
-					ch <- struct{}{}
-				}
-			}
-		}
-	}()
-	return ch
-}
-
-func publish(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
-	tr.sent(id)
-	_, err := js.Publish(ctx, sc.Txn(ds), body, jetstream.WithMsgID(id))
-	return err
-}
-
-func publishAsync(js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
-	tr.sent(id)
-	for {
-		_, err := js.PublishAsync(sc.Txn(ds), body, jetstream.WithMsgID(id))
-		if err == nil || !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			return err
-		}
-		<-js.PublishAsyncComplete() // back off until the window drains
-	}
-}
-
-func benchCreate(id string) []byte {
-	frags := make([]*lancepb.DataFragment, benchFragments)
-	for i := range frags {
-		frags[i] = benchFragment(fmt.Sprintf("data/%s-%d.lance", id, i))
-	}
-	b, _ := proto.Marshal(&lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
-		Schema: []*lancepb.Field{
-			{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF},
-			{Id: 1, Name: "x", ParentId: -1, LogicalType: "double", Nullable: true, Type: lancepb.Field_LEAF},
-		},
-		Fragments: frags,
-	}}})
-	return b
-}
-
-func benchFragment(path string) *lancepb.DataFragment {
-	return &lancepb.DataFragment{PhysicalRows: 1000, Files: []*lancepb.DataFile{{
-		Path: path, Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 1,
-	}}}
-}
-
-// benchAppend is an append of one fragment whose preconditions protect
-// column x of the first pre fragments (which appends never change).
-func benchAppend(id string, rv uint64, pre int) []byte {
-	txn := &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
-		Fragments: []*lancepb.DataFragment{benchFragment("data/" + id + ".lance")},
-	}}}
-	if pre > 0 {
-		rows := make([]*lancepb.FragmentRows, min(pre, benchFragments))
-		for i := range rows {
-			rows[i] = &lancepb.FragmentRows{FragmentId: uint64(i), Selection: &lancepb.FragmentRows_WholeFragment{WholeFragment: true}}
-		}
-		txn.Preconditions = []*lancepb.Precondition{{Kind: &lancepb.Precondition_CellsUnchanged{
-			CellsUnchanged: &lancepb.CellsUnchanged{FieldIds: []int32{1}, Rows: rows},
-		}}}
-	}
-	b, _ := proto.Marshal(txn)
-	return b
-}
-
-// them (one consumer and one worker each).
-func (b *bencher) runMany(ctx context.Context, datasets, per int) (result, memReport, error) {
-	prefix := "many"
-	sc, _ := subject.NewScheme(prefix)
-	nc, err := nats.Connect(b.srv.ClientURL())
-	if err != nil {
-		return result{}, memReport{}, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
-	if err != nil {
-		return result{}, memReport{}, err
-	}
-	cnc, err := nats.Connect(b.srv.ClientURL())
-	if err != nil {
-		return result{}, memReport{}, err
-	}
-	defer cnc.Close()
-	c, err := committer.New(cnc, committer.Config{
-		Prefix: prefix, Logger: slog.New(slog.DiscardHandler), TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond,
-		BatchSize: 64, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes,
-	})
-	if err != nil {
-		return result{}, memReport{}, err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(rctx) }()
-	defer func() { cancel(); <-done }()
-	for !c.Ready() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	tr := newTracker(datasets * (per + 1))
-	sub, err := nc.Subscribe(sc.DecAll(), tr.onDecision)
-	if err != nil {
-		return result{}, memReport{}, err
-	}
-	defer sub.Unsubscribe()
-	_ = sub.SetPendingLimits(-1, -1)
-	for d := 0; d < datasets; d++ {
-		id := newUUID()
-		if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchCreate(id), tr); err != nil {
-			return result{}, memReport{}, err
-		}
-	}
-	if err := tr.wait(ctx, datasets, 5*time.Minute); err != nil {
-		return result{}, memReport{}, err
-	}
-	tr.reset()
-	for i := 0; i < per; i++ {
-		for d := 0; d < datasets; d++ {
-			id := newUUID()
-			if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchAppend(id, 1+uint64(i), 0), tr); err != nil {
-				return result{}, memReport{}, err
-			}
-		}
-	}
-	if err := tr.wait(ctx, datasets*per, 5*time.Minute); err != nil {
-		return result{}, memReport{}, err
-	}
-	// Measured while the committer still serves every dataset.
-	mem, err := measureMemory()
-	return tr.result(datasets * per), mem, err
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,38 +19,34 @@ import (
 	"cellguard/internal/subject"
 )
 
-// startRaw runs the raw JetStream loop: the committer's streams and
-// consumer settings under another prefix; each batch of staged messages
-// gets one decision message each, published as an atomic batch, then
-// acked. No decoding, state, fencing or evaluation.
-func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, ds string, batch int) error {
-	nc, err := nats.Connect(b.srv.ClientURL())
+// startRaw runs the raw JetStream loop: the committer's streams under
+// their own prefix, one consumer over the whole staging stream (one
+// dataset, or many); each batch of staged messages gets one decision
+// message each, published as an atomic batch, then acked. No decoding,
+// state, fencing or evaluation.
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int) error {
+	nc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {
 		return err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
 		return err
 	}
-	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20})
-	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
+	if err := createRaw(ctx, js, sc, batch, b.replicas); err != nil {
+		nc.Close()
 		return err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
-		return err
-	}
-	// The partition consumer the committer would use for ds.
-	n := committer.DefaultPartitions
-	cons, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
-		Durable: sc.PartitionConsumer(n, subject.Partition(ds, n)), FilterSubject: sc.PartitionFilter(n, subject.Partition(ds, n)), AckPolicy: jetstream.AckExplicitPolicy,
-		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
-	})
+	cons, err := js.Consumer(ctx, sc.TxnStream(), "raw")
 	if err != nil {
+		nc.Close()
 		return err
 	}
 	in := make(chan jetstream.Msg, 4*batch)
 	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(batch))
 	if err != nil {
+		nc.Close()
 		return err
 	}
 	wg.Add(1)
@@ -57,34 +54,59 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer wg.Done()
 		defer nc.Close()
 		defer cc.Stop()
-		msgs := make([]jetstream.Msg, 0, batch)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-in:
-				msgs = append(msgs[:0], m)
-			}
-			for len(msgs) < batch && len(in) > 0 {
-				msgs = append(msgs, <-in)
-			}
-			if err := rawAppend(ctx, nc, sc, ds, msgs); err != nil {
-				return
-			}
-			for _, m := range msgs {
-				_ = m.Ack()
-			}
-		}
+		rawLoop(ctx, nc, sc, in, batch)
 	}()
 	return nil
 }
 
+// createRaw creates the streams, as the committer would, and the raw
+// loop's consumer over the whole staging stream (no filter: it takes the
+// staged subjects in whatever form the stream stores them, plain or
+// partitioned).
+func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, batch, replicas int) error {
+	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20, Replicas: replicas})
+	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
+		return err
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
+	})
+	return err
+}
+
+// rawLoop decides what arrives on in, up to batch messages at a time,
+// until ctx ends or a decision cannot be published.
+func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch int) {
+	msgs := make([]jetstream.Msg, 0, batch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
+			msgs = append(msgs[:0], m)
+		}
+		for len(msgs) < batch && len(in) > 0 {
+			msgs = append(msgs, <-in)
+		}
+		if err := rawAppend(ctx, nc, sc, msgs); err != nil {
+			return
+		}
+		for _, m := range msgs {
+			_ = m.Ack()
+		}
+	}
+}
+
 // rawAppend publishes one decision per message: as one atomic batch from
 // 32 messages on, as single publishes below (the committer's rule).
-func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string, msgs []jetstream.Msg) error {
+func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jetstream.Msg) error {
 	if len(msgs) > 1 && len(msgs) < 32 {
 		for i := range msgs {
-			if err := rawAppend(ctx, nc, sc, ds, msgs[i:i+1]); err != nil {
+			if err := rawAppend(ctx, nc, sc, msgs[i:i+1]); err != nil {
 				return err
 			}
 		}
@@ -92,7 +114,11 @@ func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string,
 	}
 	id := nuid.Next()
 	for i, m := range msgs {
-		out := nats.NewMsg(sc.Dec(ds, subject.Committed))
+		// The dataset is the last token of the staged subject, in the
+		// plain form (<prefix>.txn.<ds>) and the partitioned one
+		// (<prefix>.txp.<n>.<part>.<ds>) alike.
+		subj := m.Subject()
+		out := nats.NewMsg(sc.Dec(subj[strings.LastIndexByte(subj, '.')+1:], subject.Committed))
 		out.Data = m.Data()
 		out.Header.Set(subject.HdrTxnID, m.Headers().Get(subject.HdrMsgID))
 		if len(msgs) > 1 {
@@ -115,5 +141,3 @@ func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, ds string,
 	}
 	return nil
 }
-
-// runMany measures many datasets at once: one committer serving all of

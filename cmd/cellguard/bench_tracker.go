@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
 )
 
 // tracker matches decisions to staged transactions.
@@ -25,11 +28,13 @@ type tracker struct {
 	last     time.Time
 	done     atomic.Int64
 	rejected atomic.Int64
+	reasons  map[string]int64  // rejections by reason; guarded by mu
+	examples map[string]string // the first rejection's message per reason; guarded by mu
 	head     atomic.Uint64
 }
 
 func newTracker(n int) *tracker {
-	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}}
+	return &tracker{sentAt: make(map[string]time.Time, n), waiters: map[string]chan struct{}{}, reasons: map[string]int64{}, examples: map[string]string{}}
 }
 
 // await registers ch to be signalled when id is decided.
@@ -43,6 +48,8 @@ func (t *tracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lat, t.first = t.lat[:0], time.Time{}
+	clear(t.reasons)
+	clear(t.examples)
 	t.done.Store(0)
 	t.rejected.Store(0)
 }
@@ -63,10 +70,17 @@ func (t *tracker) onDecision(m *nats.Msg) {
 	if v, err := strconv.ParseUint(m.Header.Get(subject.HdrVersion), 10, 64); err == nil && v > t.head.Load() {
 		t.head.Store(v)
 	}
-	if strings.HasSuffix(m.Subject, ".rejected") {
+	rejected := strings.HasSuffix(m.Subject, ".rejected")
+	if rejected {
 		t.rejected.Add(1)
 	}
 	t.mu.Lock()
+	if rejected {
+		reason := m.Header.Get(subject.HdrReason)
+		if t.reasons[reason]++; t.reasons[reason] == 1 {
+			t.examples[reason] = rejectionMessage(m.Data)
+		}
+	}
 	if at, ok := t.sentAt[id]; ok {
 		t.lat = append(t.lat, now.Sub(at))
 		delete(t.sentAt, id)
@@ -97,9 +111,22 @@ func (t *tracker) result(n int) result {
 	lat := slices.Clone(t.lat)
 	slices.Sort(lat)
 	r := result{rate: float64(n) / t.last.Sub(t.first).Seconds(), rejected: t.rejected.Load()}
+	if len(t.reasons) > 0 {
+		r.reasons, r.examples = maps.Clone(t.reasons), maps.Clone(t.examples)
+	}
 	if len(lat) > 0 {
 		r.p50 = lat[len(lat)/2]
 		r.p99 = lat[len(lat)*99/100]
 	}
 	return r
+}
+
+// rejectionMessage is the committer's explanation in a rejected decision
+// record, or why there is none.
+func rejectionMessage(data []byte) string {
+	var d cellguardpb.Decision
+	if err := proto.Unmarshal(data, &d); err != nil {
+		return fmt.Sprintf("(undecodable decision: %v)", err)
+	}
+	return d.GetMessage()
 }

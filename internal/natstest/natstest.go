@@ -1,7 +1,9 @@
 // Package natstest starts real, in-process JetStream servers for tests: a
 // single node (RunServer) or a 3-node cluster (RunCluster). Servers listen
 // on loopback only, on ports drawn at start-up, with their file stores in
-// t.TempDir(); t.Cleanup shuts them down.
+// t.TempDir(); t.Cleanup shuts them down. The servers are started by
+// the subpackage loopback, which returns errors instead of failing a test,
+// for commands (`cellguard bench -cluster 3`) that start them too.
 //
 // Typical use:
 //
@@ -10,7 +12,6 @@
 package natstest
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/natstest/loopback"
 )
 
 // Server is one embedded JetStream server. Restart keeps its store
@@ -33,21 +36,7 @@ type Server struct {
 type Option func(*server.Options)
 
 // Options returns the options RunServer starts from.
-func Options(storeDir string) *server.Options {
-	return &server.Options{
-		ServerName:         "n1",
-		Host:               "127.0.0.1",
-		Port:               -1,
-		JetStream:          true,
-		StoreDir:           storeDir,
-		JetStreamMaxMemory: 256 << 20,
-		JetStreamMaxStore:  8 << 30,
-		NoLog:              true,
-		NoSigs:             true,
-		MaxPayload:         8 << 20,
-		JetStreamLimits:    server.JSLimitOpts{DefaultMaxConsumers: -1},
-	}
-}
+func Options(storeDir string) *server.Options { return loopback.Options(storeDir) }
 
 // RunServer starts a single-node JetStream server with its store in a
 // fresh temporary directory.
@@ -66,18 +55,9 @@ func RunServer(t testing.TB, opts ...Option) *Server {
 }
 
 func (s *Server) start() error {
-	srv, err := server.NewServer(s.opts)
+	srv, err := loopback.Start(s.opts)
 	if err != nil {
-		return fmt.Errorf("new server: %w", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return fmt.Errorf("server %s not ready", s.opts.ServerName)
-	}
-	if !srv.JetStreamEnabled() {
-		srv.Shutdown()
-		return fmt.Errorf("server %s started without JetStream", s.opts.ServerName)
+		return err
 	}
 	// Pin the drawn port so a restart comes back at the same address.
 	if addr, ok := srv.Addr().(*net.TCPAddr); ok {
@@ -156,18 +136,12 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 // together with the cluster, as in a fresh deployment, see it this way.
 func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 2*n)
-	var routes []string
-	for i := 0; i < n; i++ {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
+	all, err := loopback.ClusterOptions("cgtest", n, func(int) string { return t.TempDir() })
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
 	}
 	c := &Cluster{}
-	for i := 0; i < n; i++ {
-		o := Options(t.TempDir())
-		o.ServerName = fmt.Sprintf("n%d", i+1)
-		o.Port = ports[i]
-		o.Cluster = server.ClusterOpts{Name: "cgtest", Host: "127.0.0.1", Port: ports[n+i]}
-		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+	for _, o := range all {
 		for _, fn := range opts {
 			fn(o)
 		}
@@ -200,29 +174,13 @@ func (c *Cluster) WaitReady(t testing.TB) {
 			if s.Server == nil {
 				continue
 			}
-			if ready(s.URL()) {
+			if loopback.JetStreamReady(s.URL()) {
 				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatal("natstest: cluster has no JetStream meta leader after 30s")
-}
-
-func ready(url string) bool {
-	nc, err := nats.Connect(url, nats.Timeout(time.Second))
-	if err != nil {
-		return false
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err == nil
 }
 
 // StreamLeader returns the running node that leads stream (in the global
@@ -248,26 +206,4 @@ func (c *Cluster) WaitStreamLeader(t testing.TB, stream string) *Server {
 	}
 	t.Fatalf("natstest: stream %s has no leader", stream)
 	return nil
-}
-
-// freePorts draws n distinct loopback ports, holding every listener until
-// all are drawn so none is handed out twice.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: draw port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }

@@ -1,0 +1,466 @@
+package main
+
+// The runs of `cellguard bench`: one configuration each, on a fresh
+// dataset (or fresh datasets) under a fresh committer or raw loop.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/committer"
+	"cellguard/internal/subject"
+	"cellguard/proto/lancepb"
+)
+
+type bencher struct {
+	url       string // client URLs of the server or cluster
+	replicas  int    // stream replicas
+	n         int    // transactions per single-dataset run
+	producers int
+	manyTxns  int // transactions per dataset in many-datasets runs
+	out       io.Writer
+	runs      int
+	log       *slog.Logger
+	// cacheBytes is the committers' Config.CacheBytes.
+	cacheBytes int
+	rep        *benchReport
+	prog       *benchProgress
+}
+
+type runSpec struct {
+	raw   bool
+	batch int
+	pre   int     // fragments each precondition protects
+	rate  float64 // transactions/s; 0 = as fast as possible
+}
+
+type result struct {
+	rate     float64
+	p50, p99 time.Duration
+	rejected int64
+	reasons  map[string]int64  // rejections by reason
+	examples map[string]string // a rejection's message per reason
+}
+
+// outcome is what one run measured.
+type outcome struct {
+	res      result
+	setup    time.Duration
+	replicas int
+	mem      *memReport // many-datasets runs
+}
+
+// manyBatch is the batch size of the many-datasets runs.
+const manyBatch = 64
+
+// measure makes the run rec describes, fills in what it measured, prints
+// it and adds it to the report.
+func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, error) {
+	rec.Datasets = max(rec.Datasets, 1)
+	rec.Txns = b.n
+	if rec.Load == loadDatasets {
+		rec.Txns = rec.Datasets * b.manyTxns
+	}
+	b.prog.begin(rec.Name)
+	start := time.Now()
+	var out outcome
+	var err error
+	if rec.Load == loadDatasets {
+		out, err = b.runMany(ctx, rec.Kind == kindRaw, rec.Datasets, b.manyTxns)
+	} else {
+		out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
+	}
+	if err != nil {
+		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
+	}
+	rec.record(out.res)
+	rec.SetupSec, rec.RunSec = out.setup.Seconds(), time.Since(start).Seconds()
+	rec.Replicas, rec.RSSBytes = out.replicas, readRSS()
+	if out.mem != nil {
+		rec.RSSBytes = out.mem.rss
+	}
+	if rec.Kind == kindCommitter && (rec.Load == loadMax || rec.Load == loadDatasets) {
+		if raw := b.rep.find(kindRaw, rec.Load, rec.Batch, rec.Datasets); raw != nil && raw.CommitsPerSec > 0 {
+			rec.VsRaw = rec.CommitsPerSec / raw.CommitsPerSec
+		}
+	}
+	b.rep.Runs = append(b.rep.Runs, rec)
+	b.prog.end(rec)
+	b.print(rec, out.mem)
+	return rec, nil
+}
+
+// print writes rec's row of the table, with a line for each reason of
+// rejection and the memory report of a many-datasets run (mem, or nil).
+func (b *bencher) print(rec benchRecord, mem *memReport) {
+	printBenchRecord(b.out, rec)
+	for _, reason := range slices.Sorted(maps.Keys(rec.RejectedExamples)) {
+		fmt.Fprintf(b.out, "  rejected %s, e.g.: %s\n", reason, rec.RejectedExamples[reason])
+	}
+	if mem != nil {
+		fmt.Fprintf(b.out, "  memory with %d datasets served: %s (one process: %s, embedded JetStream, producers)\n", rec.Datasets, mem, rec.Kind)
+	}
+}
+
+// connect dials the bench's servers with a JetStream context.
+func (b *bencher) connect() (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// startCommitter runs c until ctx ends and waits until it is ready.
+func startCommitter(ctx context.Context, wg *sync.WaitGroup, c *committer.Committer) error {
+	errc := make(chan error, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); errc <- c.Run(ctx) }()
+	for !c.Ready() {
+		select {
+		case err := <-errc:
+			if err == nil {
+				err = errors.New("it returned")
+			}
+			return fmt.Errorf("committer stopped before it was ready: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// streamReplicas returns the number of replicas the server reports for
+// stream (0 if it cannot tell).
+func streamReplicas(ctx context.Context, js jetstream.JetStream, stream string) int {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return 0
+	}
+	return 1 + len(info.Cluster.Replicas)
+}
+
+const benchFragments = 256
+
+// run measures one configuration on a fresh dataset: for the committer a
+// fresh committer limited to it, for raw JetStream a fresh pair of
+// streams and the raw loop.
+func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
+	b.runs++
+	start := time.Now()
+	prefix := "cg"
+	if spec.raw {
+		prefix = fmt.Sprintf("raw%d", b.runs)
+	}
+	sc, _ := subject.NewScheme(prefix)
+	ds := fmt.Sprintf("bench%d", b.runs)
+	nc, js, err := b.connect()
+	if err != nil {
+		return outcome{}, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if spec.raw {
+		if err := b.startRaw(rctx, &wg, sc, spec.batch); err != nil {
+			return outcome{}, err
+		}
+	} else {
+		cnc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
+		if err != nil {
+			return outcome{}, err
+		}
+		defer cnc.Close()
+		c, err := committer.New(cnc, committer.Config{
+			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20,
+		})
+		if err != nil {
+			return outcome{}, err
+		}
+		if err := startCommitter(rctx, &wg, c); err != nil {
+			return outcome{}, err
+		}
+	}
+	// Follow decisions on a core subscription.
+	tr := newTracker(b.n + 1)
+	sub, err := nc.Subscribe(sc.DecOf(ds), tr.onDecision)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	// Create the dataset with benchFragments fragments, then measure.
+	create := newUUID()
+	b.prog.watch("create", tr, 1)
+	if err := publish(ctx, js, sc, ds, create, benchCreate(create), tr); err != nil {
+		return outcome{}, err
+	}
+	if err := tr.wait(ctx, 1, time.Minute); err != nil {
+		return outcome{}, err
+	}
+	setup := time.Since(start)
+	tr.reset()
+	b.prog.watch("transactions", tr, b.n)
+	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
+		return outcome{}, err
+	}
+	if err := tr.wait(ctx, b.n, 5*time.Minute); err != nil {
+		return outcome{}, err
+	}
+	b.prog.watch("", nil, 0)
+	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream())}, nil
+}
+
+// produce stages b.n appends. At full speed (rate 0) each of b.producers
+// workers reads the head, stages, and waits for its decision before the
+// next, as a pipeline worker does; the read lag is then at most the number
+// of producers. At a fixed rate producers stage open-loop on a schedule.
+func (b *bencher) produce(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds string, spec runSpec, tr *tracker) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, b.producers)
+	per := b.n / b.producers
+	tokens := pace(ctx, spec.rate, b.n)
+	for p := 0; p < b.producers; p++ {
+		count := per
+		if p == b.producers-1 {
+			count = b.n - per*(b.producers-1)
+		}
+		wg.Add(1)
+		go func(p, count int) {
+			defer wg.Done()
+			done := make(chan struct{}, 1)
+			for i := 0; i < count; i++ {
+				id := newUUID()
+				body := benchAppend(id, max(tr.head.Load(), 1), spec.pre)
+				if spec.rate > 0 {
+					select {
+					case <-tokens:
+					case <-ctx.Done():
+						return
+					}
+					body = benchAppend(id, max(tr.head.Load(), 1), spec.pre)
+					if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				tr.await(id, done)
+				if err := publishAsync(js, sc, ds, id, body, tr); err != nil {
+					errs <- err
+					return
+				}
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Minute):
+					errs <- fmt.Errorf("bench: no decision for %s after a minute", id)
+					return
+				}
+			}
+		}(p, count)
+	}
+	wg.Wait()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		return fmt.Errorf("bench: staging did not complete")
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// pace hands out n tokens at rate per second (nil channel for rate 0).
+func pace(ctx context.Context, rate float64, n int) <-chan struct{} {
+	if rate <= 0 {
+		return nil
+	}
+	ch := make(chan struct{}, n)
+	go func() {
+		start := time.Now()
+		sent := 0
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for sent < n {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for due := min(n, int(now.Sub(start).Seconds()*rate)); sent < due; sent++ {
+					ch <- struct{}{}
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+func publish(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
+	tr.sent(id)
+	_, err := js.Publish(ctx, sc.Txn(ds), body, jetstream.WithMsgID(id))
+	return err
+}
+
+func publishAsync(js jetstream.JetStream, sc subject.Scheme, ds, id string, body []byte, tr *tracker) error {
+	tr.sent(id)
+	for {
+		_, err := js.PublishAsync(sc.Txn(ds), body, jetstream.WithMsgID(id))
+		if err == nil || !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return err
+		}
+		<-js.PublishAsyncComplete() // back off until the window drains
+	}
+}
+
+func benchCreate(id string) []byte {
+	frags := make([]*lancepb.DataFragment, benchFragments)
+	for i := range frags {
+		frags[i] = benchFragment(fmt.Sprintf("data/%s-%d.lance", id, i))
+	}
+	b, _ := proto.Marshal(&lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+		Schema: []*lancepb.Field{
+			{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64", Type: lancepb.Field_LEAF},
+			{Id: 1, Name: "x", ParentId: -1, LogicalType: "double", Nullable: true, Type: lancepb.Field_LEAF},
+		},
+		Fragments: frags,
+	}}})
+	return b
+}
+
+func benchFragment(path string) *lancepb.DataFragment {
+	return &lancepb.DataFragment{PhysicalRows: 1000, Files: []*lancepb.DataFile{{
+		Path: path, Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 1,
+	}}}
+}
+
+// benchAppend is an append of one fragment whose preconditions protect
+// column x of the first pre fragments (which appends never change).
+func benchAppend(id string, rv uint64, pre int) []byte {
+	txn := &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
+		Fragments: []*lancepb.DataFragment{benchFragment("data/" + id + ".lance")},
+	}}}
+	if pre > 0 {
+		rows := make([]*lancepb.FragmentRows, min(pre, benchFragments))
+		for i := range rows {
+			rows[i] = &lancepb.FragmentRows{FragmentId: uint64(i), Selection: &lancepb.FragmentRows_WholeFragment{WholeFragment: true}}
+		}
+		txn.Preconditions = []*lancepb.Precondition{{Kind: &lancepb.Precondition_CellsUnchanged{
+			CellsUnchanged: &lancepb.CellsUnchanged{FieldIds: []int32{1}, Rows: rows},
+		}}}
+	}
+	b, _ := proto.Marshal(txn)
+	return b
+}
+
+// runMany measures many datasets at once: one committer serving all of
+// them, or the raw loop with one consumer over all of them. Every dataset
+// is created first (the set-up), then each gets per appends, all staged
+// at once.
+func (b *bencher) runMany(ctx context.Context, raw bool, datasets, per int) (outcome, error) {
+	b.runs++
+	start := time.Now()
+	prefix := fmt.Sprintf("many%d", b.runs)
+	if raw {
+		prefix = fmt.Sprintf("rawmany%d", b.runs)
+	}
+	sc, _ := subject.NewScheme(prefix)
+	nc, js, err := b.connect()
+	if err != nil {
+		return outcome{}, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if raw {
+		if err := b.startRaw(rctx, &wg, sc, manyBatch); err != nil {
+			return outcome{}, err
+		}
+	} else {
+		cnc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
+		if err != nil {
+			return outcome{}, err
+		}
+		defer cnc.Close()
+		c, err := committer.New(cnc, committer.Config{
+			Prefix: prefix, Logger: b.log, TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond, Replicas: b.replicas,
+			BatchSize: manyBatch, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes,
+		})
+		if err != nil {
+			return outcome{}, err
+		}
+		if err := startCommitter(rctx, &wg, c); err != nil {
+			return outcome{}, err
+		}
+	}
+	tr := newTracker(datasets * (per + 1))
+	sub, err := nc.Subscribe(sc.DecAll(), tr.onDecision)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	b.prog.watch("create datasets", tr, datasets)
+	for d := 0; d < datasets; d++ {
+		id := newUUID()
+		if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchCreate(id), tr); err != nil {
+			return outcome{}, err
+		}
+	}
+	if err := tr.wait(ctx, datasets, 5*time.Minute); err != nil {
+		return outcome{}, err
+	}
+	setup := time.Since(start)
+	tr.reset()
+	b.prog.watch("transactions", tr, datasets*per)
+	for i := 0; i < per; i++ {
+		for d := 0; d < datasets; d++ {
+			id := newUUID()
+			if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchAppend(id, 1+uint64(i), 0), tr); err != nil {
+				return outcome{}, err
+			}
+		}
+	}
+	if err := tr.wait(ctx, datasets*per, 5*time.Minute); err != nil {
+		return outcome{}, err
+	}
+	b.prog.watch("", nil, 0)
+	// Measured while the committer still serves every dataset.
+	mem, err := measureMemory()
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{res: tr.result(datasets * per), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem}, nil
+}
