@@ -281,11 +281,11 @@ func watchPublished(t *testing.T, url string, log *soakLog) {
 		t.Fatal(err)
 	}
 	_, err = nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+sc.TxnStream()+".*", func(m *nats.Msg) {
-		now := time.Now()
 		var adv struct {
-			Type   string `json:"type"`
-			Pin    string `json:"pinned_id"`
-			Reason string `json:"reason"`
+			Type   string    `json:"type"`
+			Time   time.Time `json:"timestamp"` // the server's, like the decisions'
+			Pin    string    `json:"pinned_id"`
+			Reason string    `json:"reason"`
 		}
 		if json.Unmarshal(m.Data, &adv) != nil || !strings.Contains(adv.Type, "pinned") {
 			return
@@ -293,7 +293,7 @@ func watchPublished(t *testing.T, url string, log *soakLog) {
 		what := strings.TrimPrefix(adv.Type, "io.nats.jetstream.advisory.v1.consumer_group_")
 		log.mu.Lock()
 		defer log.mu.Unlock()
-		log.pins = append(log.pins, soakEvent{at: now, what: strings.TrimSpace(what + " " + adv.Pin + " " + adv.Reason)})
+		log.pins = append(log.pins, soakEvent{at: adv.Time, what: strings.TrimSpace(what + " " + adv.Pin + " " + adv.Reason)})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -314,6 +314,22 @@ type soakRestart struct {
 	kill    time.Time   // when the SIGKILL was sent
 	started time.Time   // when the replacement was started (the killed process had exited)
 	out     *syncBuffer // the replacement's output
+}
+
+// deciding is the earliest time the replacement can have decided: when it
+// logged "serving", or after, when the consumer was first pinned again
+// after the kill.
+func (r soakRestart) deciding(pins []soakEvent) time.Time {
+	at := r.serving()
+	for _, e := range pins {
+		if e.at.After(r.kill) && strings.HasPrefix(e.what, "pinned ") {
+			if e.at.After(at) {
+				at = e.at
+			}
+			break
+		}
+	}
+	return at
 }
 
 // serving is when the replacement logged "serving" (just before its
@@ -442,11 +458,13 @@ func soakOracle(t *testing.T, log *soakLog, all []*cellguardpb.Decision) {
 // from the later of decision i-1 and the earliest moment a transaction
 // decided at or after i was about to be staged (the time a worker took it
 // in hand, so the count errs long). A restart window runs from a SIGKILL
-// to the first decision after the replacement logged "serving" (it cannot
-// decide before): a batch the killed process sent just before the kill
-// can land just after it, even after the replacement was started, so a
-// window that ended at the first decision after the kill would count most
-// of the restart as a pause outside restarts.
+// to the replacement's first decision: the first after it logged
+// "serving" and, when the pin advisories were seen, after the consumer was
+// first pinned again (it cannot decide before either). A batch the killed
+// process sent just before the kill can land after the kill, even after
+// the replacement started, so a window that ended at the first decision
+// after the kill would count most of the restart as a pause outside
+// restarts.
 // -soak.maxgap applies to the pauses while work was staged, restarts
 // included.
 func reportGaps(t *testing.T, js jetstream.JetStream, begin, end time.Time, restarts []soakRestart, log *soakLog) {
@@ -473,7 +491,7 @@ func reportGaps(t *testing.T, js jetstream.JetStream, begin, end time.Time, rest
 	first := make([]int, len(restarts))
 	for k, r := range restarts {
 		from, _ := slices.BinarySearchFunc(ds, r.kill, func(d soakDecided, at time.Time) int { return d.at.Compare(at) })
-		first[k], _ = slices.BinarySearchFunc(ds, r.serving(), func(d soakDecided, at time.Time) int { return d.at.Compare(at) })
+		first[k], _ = slices.BinarySearchFunc(ds, r.deciding(log.pins), func(d soakDecided, at time.Time) int { return d.at.Compare(at) })
 		for i := from; i <= first[k] && i < len(ds); i++ {
 			in[i] = k
 		}
