@@ -607,11 +607,30 @@ func reportRestarts(t *testing.T, begin time.Time, ds []soakDecided, restarts []
 	fmt.Fprintf(&b, "longest restart: SIGKILL at +%v, replacement started %v later, serving %v later, first decision %v after the SIGKILL\n",
 		r.kill.Sub(begin).Round(time.Millisecond), r.started.Sub(r.kill).Round(time.Millisecond),
 		r.serving().Sub(r.kill).Round(time.Millisecond), longest.Round(time.Millisecond))
-	for _, e := range pins {
-		if !e.at.Before(r.kill) && !e.at.After(firstAt.Add(time.Second)) {
-			fmt.Fprintf(&b, "  +%v after the SIGKILL: %s\n", e.at.Sub(r.kill).Round(time.Millisecond), e.what)
+	// One line per run of alike advisories (one per partition consumer).
+	var run []soakEvent
+	flush := func() {
+		if len(run) == 0 {
+			return
 		}
+		from, to := run[0].at.Sub(r.kill).Round(time.Millisecond), run[len(run)-1].at.Sub(r.kill).Round(time.Millisecond)
+		if len(run) == 1 {
+			fmt.Fprintf(&b, "  +%v after the SIGKILL: %s\n", from, run[0].what)
+		} else {
+			fmt.Fprintf(&b, "  +%v…+%v after the SIGKILL: %d × %s\n", from, to, len(run), run[0].what)
+		}
+		run = run[:0]
 	}
+	for _, e := range pins {
+		if e.at.Before(r.kill) || e.at.After(firstAt.Add(time.Second)) {
+			continue
+		}
+		if len(run) > 0 && (run[0].what != e.what || strings.HasPrefix(e.what, "pinned ")) {
+			flush()
+		}
+		run = append(run, e)
+	}
+	flush()
 	fmt.Fprintf(&b, "its log (first decision at %s):\n%s", firstAt.UTC().Format("15:04:05.000"), r.out.String())
 	t.Log(b.String())
 }
