@@ -56,6 +56,9 @@ type demoConfig struct {
 	unsafe      bool          // stage y without preconditions, to compare
 	seed        uint64
 	quiet       bool // no live progress
+	// onStall, when set, runs once the workers have not caught up within
+	// settle, before they are stopped (tests dump the goroutines there).
+	onStall func()
 }
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -474,6 +477,9 @@ func (d *demoRun) loop(ctx context.Context, pc *producer.Client) (demoResult, er
 				d.note("  %s", w.status(head))
 			}
 			d.flushNotes()
+			if d.cfg.onStall != nil {
+				d.cfg.onStall()
+			}
 			return res, nil
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func TestDemoScenario(t *testing.T) {
 		dataDir: t.TempDir(), fragments: 4, rows: 200, workers: 3,
 		duration: 3 * time.Second, updateEvery: 15 * time.Millisecond, workTime: 40 * time.Millisecond,
 		settle: 30 * time.Second, crash: true, seed: 7, quiet: true,
+		onStall: func() { t.Logf("goroutines when the workers had not caught up:\n%s", allStacks()) },
 	}
 	if testing.Short() {
 		cfg.duration = 2 * time.Second
@@ -62,5 +64,17 @@ func TestDemoWithoutPreconditionsIsCaught(t *testing.T) {
 	}
 	if res.stalePublished == 0 || res.ok() {
 		t.Errorf("without preconditions: %d stale values published, ok=%v; want some, not ok\n%s", res.stalePublished, res.ok(), out.String())
+	}
+}
+
+// allStacks is every goroutine's stack, for a test that stalled.
+func allStacks() []byte {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return buf[:n]
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

@@ -311,11 +311,19 @@ func (w *demoWorker) signal() {
 	}
 }
 
-// claim marks f as being recomputed by this worker; false if it already is.
+// claim marks f as being recomputed by this worker; false if it already
+// is queued or being recomputed here. Then f is looked at again once the
+// recomputation in hand ends, as schedule does: that recomputation may be
+// the very one whose rejection the caller holds (its Commit has not
+// returned yet), and a rejection that names no change of x (a conflict
+// with a delete, a protected row deleted) schedules nothing else.
 func (w *demoWorker) claim(f uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.in[f] {
+		if !slices.Contains(w.queued, f) {
+			w.again[f] = true
+		}
 		return false
 	}
 	w.in[f] = true
