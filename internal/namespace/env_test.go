@@ -44,6 +44,9 @@ type env struct {
 
 type envOptions struct {
 	tokens *namespace.Tokens
+	// admin gives the namespace an admin connection (the test server
+	// has no accounts: any connection may write tombstones).
+	admin bool
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -79,8 +82,17 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	t.Cleanup(e.pc.Close)
 
+	var admin *namespace.Admin
+	if opts.admin {
+		_, ajs := natstest.Connect(t, srv.URL())
+		al, err := declog.Open(t.Context(), ajs, sc, declog.Options{RequestTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin = &namespace.Admin{JetStream: ajs, Log: al}
+	}
 	e.ns, err = namespace.New(namespace.Config{
-		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens,
+		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens, Admin: admin,
 		Logger: testLogger(), Registerer: e.reg,
 	})
 	if err != nil {

@@ -33,6 +33,10 @@ type Config struct {
 	LanceRoot string
 	// Tokens authorizes requests; nil serves without authentication.
 	Tokens *Tokens
+	// Admin drops created tables: their tombstones are written as an
+	// admin NATS user, the only role that may (deploy/nats/accounts.conf).
+	// nil: dropping a created table is refused (406, code 0).
+	Admin *Admin
 	// Logger logs refused and failed requests (never tokens).
 	Logger *slog.Logger
 	// Registerer receives the namespace metrics; nil: not exported.
@@ -53,9 +57,19 @@ type Config struct {
 	Poll retry.Backoff
 }
 
+// Admin is the namespace's view of the pipeline as an admin NATS user:
+// a JetStream context and the decision log opened on it.
+type Admin struct {
+	JetStream jetstream.JetStream
+	Log       *declog.Log
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Log == nil || c.JetStream == nil {
 		return c, errors.New("namespace: Config.Log and Config.JetStream are required")
+	}
+	if c.Admin != nil && (c.Admin.JetStream == nil || c.Admin.Log == nil) {
+		return c, errors.New("namespace: Config.Admin needs both JetStream and Log")
 	}
 	if c.LanceRoot == "" {
 		return c, errors.New("namespace: Config.LanceRoot is required (tables live under it)")
