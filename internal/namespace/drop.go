@@ -20,10 +20,6 @@ var ReasonDatasetDeleted = cellguardpb.Reason_DATASET_DELETED.String()
 // dropNote is recorded on the tombstones the namespace writes.
 const dropNote = "dropped through the Lance REST namespace"
 
-// busyWait bounds how long a drop waits for a table's staged
-// transactions to be decided before it answers that the table is busy.
-const busyWait = 10 * time.Second
-
 // checkDropped refuses requests on a dropped table: reads get "not
 // found" (404, code 4), as for a table that never existed; writes
 // (declare, version/create) get 409 code 19, since the name stays taken
@@ -124,7 +120,7 @@ type dropResponse struct {
 // ("drop a table and delete its data") and LanceDB's dropTable expect.
 //
 // A table with staged, undecided transactions is busy: the drop waits up
-// to busyWait for them to be decided, then answers 409 code 19 (nothing
+// to Config.DropWait for them to be decided, then answers 409 code 19 (nothing
 // was dropped; the client may retry). It takes the table's commit lock
 // first, so a version/create of this server in progress counts as staged
 // work, and one that waits for the lock finds the table dropped.
@@ -137,14 +133,14 @@ func (s *Server) dropCreated(ctx context.Context, r *http.Request, ds string) (a
 			Msg:    "dropping a created table needs the namespace's admin NATS connection, which this server does not have",
 			Detail: "serve with --namespace-admin-creds FILE (an admin user's credentials), or with the embedded NATS server"}
 	}
-	wctx, cancel := context.WithTimeout(ctx, busyWait)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.DropWait)
 	defer cancel()
 	t := s.table(ds)
 	select {
 	case t.commit <- struct{}{}:
 		defer t.unlock()
 	case <-wctx.Done():
-		return nil, busy(ds, fmt.Sprintf("a version/create on it still runs after %s", busyWait))
+		return nil, busy(ds, fmt.Sprintf("a version/create on it still runs after %s", s.cfg.DropWait))
 	}
 	var res drop.Result
 	b := retry.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
@@ -156,18 +152,18 @@ func (s *Server) dropCreated(ctx context.Context, r *http.Request, ds string) (a
 		s.forget(ds) // the tombstone is in the log, whatever else failed
 	}
 	if err != nil {
-		return nil, dropError(ds, err)
+		return nil, s.dropError(ds, err)
 	}
 	s.cfg.Logger.Info("table dropped", "table", ds, "tombstone", res.Seq, "head", res.Head, "purged", res.Purged, "location", res.Location)
 	return dropResponse{ID: []string{ds}, Location: clientLocation(res.Location)}, nil
 }
 
 // dropError maps drop.Dataset's errors to the namespace's.
-func dropError(ds string, err error) *Error {
+func (s *Server) dropError(ds string, err error) *Error {
 	var be *drop.BusyError
 	switch {
 	case errors.As(err, &be):
-		return busy(ds, fmt.Sprintf("%d undecided staged transaction(s) after %s", be.Staged, busyWait))
+		return busy(ds, fmt.Sprintf("%d undecided staged transaction(s) after %s", be.Staged, s.cfg.DropWait))
 	case errors.Is(err, drop.ErrNoDataset):
 		return tableNotFound(ds)
 	case errors.Is(err, natsperm.ErrPermission):

@@ -1,17 +1,22 @@
 package namespace_test
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"cellguard/internal/lancedbtest"
 	"cellguard/internal/namespace"
+	"cellguard/table"
 )
 
 //go:embed testdata/drop.mjs
@@ -104,3 +109,132 @@ func filesUnder(t *testing.T, dir string) []string {
 }
 
 func errorsIsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// TestDroppedTable: after an admin drops a created table over HTTP (a
+// reader's or worker's drop is 403 code 15), every route answers as for
+// a dropped table — reads "not found" (404 code 4), declare and
+// version/create 409 code 19 naming DATASET_DELETED, refused before
+// anything is staged — on this server and on a fresh one that never saw
+// the drop; table/list omits it and still lists the other table.
+func TestDroppedTable(t *testing.T) {
+	tokens, err := namespace.ParseTokens([]byte(dropTokens + "reader rtok *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{tokens: tokens, admin: true})
+	for _, ds := range []string{"gone", "kept"} {
+		out := runOps(t, e, ds, bearer("wtok"), map[string]any{"op": "create", "rows": []map[string]any{{"id": 1}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create %s: %+v", ds, out.Results)
+		}
+	}
+	for _, tok := range []string{"rtok", "wtok"} {
+		if status, body := call(t, "POST", e.url+"/v1/table/gone/drop", `{"id":["gone"]}`, bearer(tok)); status != 403 || body["code"].(float64) != 15 {
+			t.Errorf("drop with %s: %d %v, want 403 code 15", tok, status, body)
+		}
+	}
+	status, body := call(t, "POST", e.url+"/v1/table/gone/drop", `{"id":["gone"]}`, bearer("atok"))
+	if status != 200 || body["location"] != filepath.Join(e.root, "gone.lance") {
+		t.Fatalf("admin's drop: %d %v", status, body)
+	}
+	records := e.decisions(t, "gone")
+	if records != 2 {
+		t.Errorf("%d records of gone, want the commit and the tombstone", records)
+	}
+
+	// A second server on the same log has no memory of the drop.
+	fresh, err := namespace.New(namespace.Config{Log: e.log, JetStream: e.js, LanceRoot: e.root, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fresh.Close)
+	hs := httptest.NewServer(fresh)
+	t.Cleanup(hs.Close)
+
+	manifest := strings.TrimPrefix(e.root, "/") + "/gone.lance/_versions/" + table.ManifestFileName(2, true) + "-x"
+	cases := []struct {
+		path, body   string
+		status, code int
+	}{
+		{"/v1/table/gone/describe", `{"id":["gone"]}`, 404, 4},
+		{"/v1/table/gone/exists", `{"id":["gone"]}`, 404, 4},
+		{"/v1/table/gone/version/list", `null`, 404, 4},
+		{"/v1/table/gone/version/describe", `{"id":["gone"],"version":1}`, 404, 4},
+		{"/v1/table/gone/drop", `{"id":["gone"]}`, 404, 4},
+		{"/v1/table/gone/declare", `{"id":["gone"]}`, 409, 19},
+		{"/v1/table/gone/version/create", `{"id":["gone"],"version":2,"manifest_path":"` + manifest + `","naming_scheme":"V2"}`, 409, 19},
+	}
+	for _, url := range []string{e.url, hs.URL} {
+		for _, c := range cases {
+			status, body := call(t, "POST", url+c.path, c.body, bearer("atok"))
+			if status != c.status || body == nil || int(body["code"].(float64)) != c.code {
+				t.Errorf("%s: %d %v, want %d code %d", c.path, status, body, c.status, c.code)
+			} else if c.code == 19 && !strings.Contains(body["error"].(string), namespace.ReasonDatasetDeleted) {
+				t.Errorf("%s: %v, want DATASET_DELETED named", c.path, body)
+			}
+		}
+		status, body := call(t, "GET", url+"/v1/namespace/%24/table/list", "", bearer("rtok"))
+		if status != 200 || js(t, body["tables"]) != `["kept"]` {
+			t.Errorf("table/list: %d %v, want [kept]", status, body)
+		}
+	}
+	if n := e.decisions(t, "gone"); n != records {
+		t.Errorf("%d records of gone after the refused requests, want %d: something was staged", n, records)
+	}
+}
+
+// TestDropBusyTable: a drop waits for a version/create in progress on
+// the table (it holds the table's commit lock); if it still runs after
+// Config.DropWait the drop answers 409 code 19 and drops nothing. Once
+// the commit is done, the drop succeeds.
+func TestDropBusyTable(t *testing.T) {
+	e := newEnv(t, envOptions{admin: true, dropWait: 200 * time.Millisecond})
+	out := runOps(t, e, "b", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+	if out.Results[0].Version != 1 {
+		t.Fatalf("create: %+v", out.Results)
+	}
+	txn, err := sdkAppend(t, e, "b", 1, 2, 20).Proto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := stageManifest(t, e, "b", txn, 2)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.ns.SetBeforeStage(func(ctx context.Context, ds string) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	})
+	t.Cleanup(func() { e.ns.SetBeforeStage(nil) })
+	committed := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(e.url+"/v1/table/b/version/create", "application/json", strings.NewReader(req))
+		if err != nil {
+			committed <- 0
+			return
+		}
+		resp.Body.Close()
+		committed <- resp.StatusCode
+	}()
+	<-entered
+
+	status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, nil)
+	if status != 409 || body["code"].(float64) != 19 || !strings.Contains(body["error"].(string), "busy") {
+		t.Errorf("drop during a version/create: %d %v, want 409 code 19 busy", status, body)
+	}
+	if _, ok, err := e.log.Tombstone(t.Context(), "b"); err != nil || ok {
+		t.Fatalf("a busy drop wrote a tombstone (%v, %v)", ok, err)
+	}
+	close(release)
+	if status := <-committed; status != 200 {
+		t.Fatalf("the version/create the drop waited for: %d", status)
+	}
+	e.ns.SetBeforeStage(nil)
+	if status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, nil); status != 200 {
+		t.Fatalf("drop once the commit is done: %d %v", status, body)
+	}
+	if ts, ok, err := e.log.Tombstone(t.Context(), "b"); err != nil || !ok || ts.Decision.GetHeadVersion() != 2 {
+		t.Errorf("tombstone %v %v %v, want one at head version 2", ts.Decision, ok, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/committer"
@@ -38,6 +39,7 @@ type env struct {
 	ns   *namespace.Server
 	reg  *prometheus.Registry
 	log  *declog.Log
+	js   jetstream.JetStream // the namespace's
 	pc   *producer.Client
 	pub  *publish.Manager
 }
@@ -47,6 +49,8 @@ type envOptions struct {
 	// admin gives the namespace an admin connection (the test server
 	// has no accounts: any connection may write tombstones).
 	admin bool
+	// dropWait is Config.DropWait (0: the default).
+	dropWait time.Duration
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -65,6 +69,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	waitFor(t, "committer ready", cm.Ready)
 
 	_, js := natstest.Connect(t, srv.URL())
+	e.js = js
 	sc, _ := subject.NewScheme("")
 	if e.log, err = declog.Open(t.Context(), js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -92,7 +97,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		admin = &namespace.Admin{JetStream: ajs, Log: al}
 	}
 	e.ns, err = namespace.New(namespace.Config{
-		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens, Admin: admin,
+		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens, Admin: admin, DropWait: opts.dropWait,
 		Logger: testLogger(), Registerer: e.reg,
 	})
 	if err != nil {

@@ -47,6 +47,10 @@ type Config struct {
 	// CommitTimeout bounds a version/create: staging, the decision and
 	// its publication (default 2m).
 	CommitTimeout time.Duration
+	// DropWait bounds how long a drop waits for the table's staged
+	// transactions to be decided before it answers that the table is
+	// busy (default 10s).
+	DropWait time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxManifestBytes bounds the staged manifest and transaction files
@@ -82,6 +86,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CommitTimeout <= 0 {
 		c.CommitTimeout = 2 * time.Minute
+	}
+	if c.DropWait <= 0 {
+		c.DropWait = 10 * time.Second
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
