@@ -75,7 +75,8 @@ func (s *Server) forget(ds string) {
 }
 
 // dropTable drops a table. A declared, never-created table is forgotten
-// (a worker may). A created table is deleted (an admin only): its
+// (a worker may). A created table is deleted (an admin token only, so
+// never by a server without tokens): its
 // tombstone is appended to the decision log with the admin connection,
 // and its Lance directory is purged (see dropCreated).
 func (s *Server) dropTable(ctx context.Context, r *http.Request) (any, *Error) {
@@ -125,6 +126,11 @@ type dropResponse struct {
 // first, so a version/create of this server in progress counts as staged
 // work, and one that waits for the lock finds the table dropped.
 func (s *Server) dropCreated(ctx context.Context, r *http.Request, ds string) (any, *Error) {
+	if s.cfg.Tokens == nil {
+		return nil, &Error{Status: http.StatusForbidden, Code: CodePermissionDenied, Final: true,
+			Msg:    "dropping a created table needs an admin token, and this server authenticates no one",
+			Detail: "serve with --namespace-tokens FILE holding an `admin <token> <tables>` line"}
+	}
 	if e := s.cfg.Tokens.authorize(r, RoleAdmin, ds); e != nil {
 		return nil, e
 	}

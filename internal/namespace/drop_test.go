@@ -178,6 +178,13 @@ func TestDroppedTable(t *testing.T) {
 			t.Errorf("table/list: %d %v, want [kept]", status, body)
 		}
 	}
+	// Without an admin connection a created table is not dropped.
+	if status, body := call(t, "POST", hs.URL+"/v1/table/kept/drop", `{"id":["kept"]}`, bearer("atok")); status != 406 || body["code"].(float64) != 0 {
+		t.Errorf("drop on a server without an admin connection: %d %v, want 406 code 0", status, body)
+	}
+	if _, ok, err := e.log.Tombstone(t.Context(), "kept"); err != nil || ok {
+		t.Errorf("kept has a tombstone (%v, %v)", ok, err)
+	}
 	if n := e.decisions(t, "gone"); n != records {
 		t.Errorf("%d records of gone after the refused requests, want %d: something was staged", n, records)
 	}
@@ -188,8 +195,12 @@ func TestDroppedTable(t *testing.T) {
 // Config.DropWait the drop answers 409 code 19 and drops nothing. Once
 // the commit is done, the drop succeeds.
 func TestDropBusyTable(t *testing.T) {
-	e := newEnv(t, envOptions{admin: true, dropWait: 200 * time.Millisecond})
-	out := runOps(t, e, "b", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+	tokens, err := namespace.ParseTokens([]byte(dropTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{tokens: tokens, admin: true, dropWait: 200 * time.Millisecond})
+	out := runOps(t, e, "b", bearer("wtok"), map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
 	if out.Results[0].Version != 1 {
 		t.Fatalf("create: %+v", out.Results)
 	}
@@ -209,7 +220,13 @@ func TestDropBusyTable(t *testing.T) {
 	t.Cleanup(func() { e.ns.SetBeforeStage(nil) })
 	committed := make(chan int, 1)
 	go func() {
-		resp, err := http.Post(e.url+"/v1/table/b/version/create", "application/json", strings.NewReader(req))
+		hr, err := http.NewRequest("POST", e.url+"/v1/table/b/version/create", strings.NewReader(req))
+		if err != nil {
+			committed <- 0
+			return
+		}
+		hr.Header.Set("Authorization", "Bearer wtok")
+		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
 			committed <- 0
 			return
@@ -219,7 +236,7 @@ func TestDropBusyTable(t *testing.T) {
 	}()
 	<-entered
 
-	status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, nil)
+	status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, bearer("atok"))
 	if status != 409 || body["code"].(float64) != 19 || !strings.Contains(body["error"].(string), "busy") {
 		t.Errorf("drop during a version/create: %d %v, want 409 code 19 busy", status, body)
 	}
@@ -231,7 +248,7 @@ func TestDropBusyTable(t *testing.T) {
 		t.Fatalf("the version/create the drop waited for: %d", status)
 	}
 	e.ns.SetBeforeStage(nil)
-	if status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, nil); status != 200 {
+	if status, body := call(t, "POST", e.url+"/v1/table/b/drop", `{"id":["b"]}`, bearer("atok")); status != 200 {
 		t.Fatalf("drop once the commit is done: %d %v", status, body)
 	}
 	if ts, ok, err := e.log.Tombstone(t.Context(), "b"); err != nil || !ok || ts.Decision.GetHeadVersion() != 2 {
