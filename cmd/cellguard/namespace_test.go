@@ -13,12 +13,13 @@ import (
 
 // TestServeLanceNamespace runs `serve --lance-root R --lance-namespace
 // 127.0.0.1:0 --namespace-tokens F` and drives it with unmodified
-// LanceDB: a worker token creates and appends, a reader token reads.
-// The tokens never appear in serve's output.
+// LanceDB: a worker token creates and appends, a reader token reads, an
+// admin token drops the table (through the embedded server's admin
+// user). The tokens never appear in serve's output.
 func TestServeLanceNamespace(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\nadmin atok-secret-3 *\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, out := process(t, "serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", "",
@@ -46,16 +47,24 @@ const r = await (await conn("rtok-secret-2")).openTable("events");
 const ids = (await r.query().toArray()).map((x) => Number(x.id)).sort();
 let denied = null;
 try { await (await conn("wrong")).openTable("events"); } catch (e) { denied = String(e.message); }
-process.stdout.write(JSON.stringify({ ids, version: Number(await r.version()), denied }));
+const version = Number(await r.version());
+const admin = await conn("atok-secret-3");
+await admin.dropTable("events");
+const names = await admin.tableNames();
+process.stdout.write(JSON.stringify({ ids, version, denied, names }));
 `
 	var res struct {
-		IDs     []int   `json:"ids"`
-		Version int     `json:"version"`
-		Denied  *string `json:"denied"`
+		IDs     []int    `json:"ids"`
+		Version int      `json:"version"`
+		Denied  *string  `json:"denied"`
+		Names   []string `json:"names"`
 	}
 	lancedbtest.Run(t, lancedbtest.Prelude+script, map[string]any{"uri": "http://" + addr}, &res)
 	if len(res.IDs) != 2 || res.IDs[0] != 1 || res.IDs[1] != 2 || res.Version != 2 {
 		t.Errorf("read %+v, want ids [1 2] at version 2", res)
+	}
+	if res.Names == nil || len(res.Names) != 0 {
+		t.Errorf("tables after the admin's drop: %v, want none", res.Names)
 	}
 	if res.Denied == nil || !strings.Contains(*res.Denied, "Unauthenticated") {
 		t.Errorf("wrong token: %v", res.Denied)
@@ -70,7 +79,7 @@ process.stdout.write(JSON.stringify({ ids, version: Number(await r.version()), d
 func TestServeLanceNamespaceFlags(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad")
-	if err := os.WriteFile(bad, []byte("admin tok *\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("owner tok *\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", ""}
@@ -81,6 +90,7 @@ func TestServeLanceNamespaceFlags(t *testing.T) {
 		{[]string{"--lance-namespace", "127.0.0.1:0"}, "needs --lance-root"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--publish=false"}, "needs --publish"},
 		{[]string{"--namespace-tokens", bad}, "need --lance-namespace"},
+		{[]string{"--namespace-admin-creds", bad}, "need --lance-namespace"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--namespace-tokens", bad}, "bad tokens file"},
 	} {
 		var b bytes.Buffer
