@@ -284,7 +284,7 @@ func (c *Committer) preload(ctx context.Context) {
 		if err := w.ensureLoaded(ctx); err != nil && ctx.Err() == nil {
 			_ = w.failed(ctx, err, nil)
 		} else if err == nil {
-			w.setStatus(DatasetDeciding, "", "")
+			w.setLoadedStatus()
 		}
 		w.mu.Unlock()
 	}

@@ -20,7 +20,9 @@ type datasetHealth struct {
 // healthy reports whether a dataset in state s counts as ready: its state
 // is loaded and deciding, or it was evicted for idleness (it loads again
 // when a message arrives).
-func healthy(s DatasetState) bool { return s == DatasetDeciding || s == DatasetIdle }
+func healthy(s DatasetState) bool {
+	return s == DatasetDeciding || s == DatasetIdle || s == DatasetDeleted
+}
 
 // health is what /healthz and /readyz answer, as JSON.
 type health struct {

@@ -37,6 +37,10 @@ const (
 	// DatasetRetrying: the worker failed (Detail says why: the log or
 	// the server could not be read, …) and starts again after a pause.
 	DatasetRetrying DatasetState = "retrying"
+	// DatasetDeleted: the dataset was deleted (its log ends with a
+	// tombstone); every staged transaction is rejected DATASET_DELETED.
+	// A deleted dataset is healthy (ready).
+	DatasetDeleted DatasetState = "deleted"
 	// DatasetStopped: the decision log holds a record the committer cannot
 	// trust; nothing is decided or acked for this dataset until an
 	// operator repairs the log and restarts the committer.

@@ -46,10 +46,11 @@ func TestTombstoneRejectsEverything(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	start(t, srv.URL(), cfg)
+	r = start(t, srv.URL(), cfg)
 	staged = append(staged, "a-3")
 	stage(t, js, ds, "a-3", mustMarshal(t, appendTxn("a-3", 2)))
 	checkDeletedTail(t, js, ds, tomb, staged)
+	waitState(t, r.c, ds, DatasetDeleted)
 }
 
 // checkDeletedTail waits for a decision of every id in staged after the

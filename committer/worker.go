@@ -96,8 +96,17 @@ func (w *worker) handle(ctx context.Context, items []item, epoch uint64) error {
 		return w.failed(ctx, err, items)
 	}
 	w.failures = 0
-	w.setStatus(DatasetDeciding, "", "")
+	w.setLoadedStatus()
 	return nil
+}
+
+// setLoadedStatus reports a loaded dataset: deciding, or deleted.
+func (w *worker) setLoadedStatus() {
+	if w.st != nil && w.st.deleted != nil {
+		w.setStatus(DatasetDeleted, "", "")
+		return
+	}
+	w.setStatus(DatasetDeciding, "", "")
 }
 
 // ensureLoaded loads the state when there is none (first message, after
