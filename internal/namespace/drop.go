@@ -150,7 +150,9 @@ func (s *Server) dropCreated(ctx context.Context, r *http.Request, ds string) (a
 	}
 	var res drop.Result
 	b := retry.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
-	err := retry.Do(wctx, 1000, b, func(ctx context.Context) (err error) {
+	// wctx bounds the wait for a busy table; the drop itself, a purge of
+	// the whole directory included, runs under the request's deadline.
+	err := retry.Do(wctx, 1000, b, func(context.Context) (err error) {
 		res, err = drop.Dataset(ctx, s.cfg.Admin.JetStream, s.cfg.Admin.Log, ds, drop.Options{Quiet: -1, PurgeData: true, Note: dropNote})
 		return err
 	}, func(err error) bool { return errors.Is(err, drop.ErrBusy) })

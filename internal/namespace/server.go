@@ -42,10 +42,12 @@ type Config struct {
 	// Registerer receives the namespace metrics; nil: not exported.
 	Registerer prometheus.Registerer
 
-	// RequestTimeout bounds every request but version/create (default 30s).
+	// RequestTimeout bounds every request but version/create and drop
+	// (default 30s).
 	RequestTimeout time.Duration
-	// CommitTimeout bounds a version/create: staging, the decision and
-	// its publication (default 2m).
+	// CommitTimeout bounds a version/create (staging, the decision and
+	// its publication) and a drop (the tombstone and the purge of the
+	// table's directory) (default 2m).
 	CommitTimeout time.Duration
 	// DropWait bounds how long a drop waits for the table's staged
 	// transactions to be decided before it answers that the table is
@@ -168,7 +170,7 @@ func (s *Server) routes() {
 	h("POST /v1/table/{id}/declare", "table_declare", rt, s.declareTable)
 	h("POST /v1/table/{id}/describe", "table_describe", rt, s.describeTable)
 	h("POST /v1/table/{id}/exists", "table_exists", rt, s.tableExists)
-	h("POST /v1/table/{id}/drop", "table_drop", rt, s.dropTable)
+	h("POST /v1/table/{id}/drop", "table_drop", ct, s.dropTable) // purges a directory
 	h("POST /v1/table/{id}/create", "table_create", rt, s.createTable)
 	h("POST /v1/table/{id}/version/list", "version_list", rt, s.listVersions)
 	h("POST /v1/table/{id}/version/describe", "version_describe", rt, s.describeVersion)
