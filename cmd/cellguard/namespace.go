@@ -16,9 +16,10 @@ import (
 
 // namespaceFlags are serve's flags for the Lance REST namespace (issue 11).
 type namespaceFlags struct {
-	addr   *string
-	tokens *string
-	creds  *string
+	addr       *string
+	tokens     *string
+	creds      *string
+	adminCreds *string
 }
 
 func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
@@ -26,9 +27,11 @@ func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
 		addr: fs.String("lance-namespace", envOr("CELLGUARD_LANCE_NAMESPACE", ""),
 			"serve the Lance REST namespace (managed versioning) for LanceDB clients on HOST:PORT (needs --lance-root)"),
 		tokens: fs.String("namespace-tokens", envOr("CELLGUARD_NAMESPACE_TOKENS", ""),
-			"file of `<role> <token> <datasets>` lines (role worker or reader; datasets * or a,b) for the namespace (empty: no authentication)"),
+			"file of `<role> <token> <datasets>` lines (role admin, worker or reader; datasets * or a,b) for the namespace (empty: no authentication, and no table drops)"),
 		creds: fs.String("namespace-creds", envOr("CELLGUARD_NAMESPACE_CREDS", ""),
 			"NATS credentials of a worker-role user the namespace stages transactions as (default: the embedded server's worker user, else --creds)"),
+		adminCreds: fs.String("namespace-admin-creds", envOr("CELLGUARD_NAMESPACE_ADMIN_CREDS", ""),
+			"NATS credentials of an admin-role user the namespace drops tables as (default: the embedded server's admin user; without either, dropping a created table is refused)"),
 	}
 }
 
@@ -39,11 +42,15 @@ func registerNamespaceFlags(fs *flag.FlagSet) namespaceFlags {
 //
 // The namespace stages transactions as a worker (the committer's user may
 // not publish on cg.txn.*): it connects with --namespace-creds, or the
-// embedded server's worker credentials (workerCreds), or cf's.
-func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, publishing bool, cf connFlags, workerCreds string, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+// embedded server's worker credentials (embedded.worker), or cf's. It
+// drops tables as an admin (only the admin role may write a dataset's
+// tombstone), on a second connection with --namespace-admin-creds or the
+// embedded server's admin credentials; with neither it has no admin
+// connection and refuses to drop created tables.
+func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, publishing bool, cf connFlags, embedded namespaceCreds, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	if *f.addr == "" {
-		if *f.tokens != "" || *f.creds != "" {
-			return nil, usageError{"--namespace-tokens and --namespace-creds need --lance-namespace"}
+		if *f.tokens != "" || *f.creds != "" || *f.adminCreds != "" {
+			return nil, usageError{"--namespace-tokens, --namespace-creds and --namespace-admin-creds need --lance-namespace"}
 		}
 		return func() {}, nil
 	}
@@ -59,32 +66,26 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 			return nil, err
 		}
 	} else {
-		log.Warn("the Lance namespace serves without authentication (no --namespace-tokens)")
+		log.Warn("the Lance namespace serves without authentication (no --namespace-tokens); it drops no created table")
 	}
-	switch {
-	case *f.creds != "":
-		cf.creds = *f.creds
-	case workerCreds != "":
-		cf.creds = workerCreds
-	}
-	nc, err := cf.connect("cellguard-namespace")
+	conns, err := connectNamespace(f, cf, embedded)
 	if err != nil {
-		return nil, fmt.Errorf("lance namespace: %w", err)
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", *f.addr)
 	if err != nil {
-		nc.Close()
+		conns.close()
 		return nil, fmt.Errorf("lance namespace: %w", err)
 	}
-	log.Info("lance namespace listening", "addr", ln.Addr().String(), "auth", tokens != nil)
+	log.Info("lance namespace listening", "addr", ln.Addr().String(), "auth", tokens != nil, "drops", conns.admin != nil && tokens != nil)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer ln.Close()
-		defer nc.Close()
-		if err := runNamespace(ctx, ln, lanceRoot, tokens, nc, cf.prefix, reg, log); err != nil && ctx.Err() == nil {
+		defer conns.close()
+		if err := runNamespace(ctx, ln, lanceRoot, tokens, conns, cf.prefix, reg, log); err != nil && ctx.Err() == nil {
 			log.Error("lance namespace stopped", "err", err)
 		}
 	}()
@@ -94,13 +95,66 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 	}, nil
 }
 
-func runNamespace(ctx context.Context, ln net.Listener, lanceRoot string, tokens *namespace.Tokens, nc *nats.Conn, prefix string, reg prometheus.Registerer, log *slog.Logger) error {
-	js, l, err := openLogWhenReady(ctx, nc, prefix)
+// namespaceCreds are the embedded server's seed files the namespace
+// connects with ("" without the embedded server).
+type namespaceCreds struct{ worker, admin string }
+
+// namespaceConns are the namespace's NATS connections: a worker's, and an
+// admin's (nil: none configured).
+type namespaceConns struct{ worker, admin *nats.Conn }
+
+func (c namespaceConns) close() {
+	c.worker.Close()
+	if c.admin != nil {
+		c.admin.Close()
+	}
+}
+
+func connectNamespace(f namespaceFlags, cf connFlags, embedded namespaceCreds) (namespaceConns, error) {
+	var conns namespaceConns
+	wf := cf
+	switch {
+	case *f.creds != "":
+		wf.creds = *f.creds
+	case embedded.worker != "":
+		wf.creds = embedded.worker
+	}
+	nc, err := wf.connect("cellguard-namespace")
+	if err != nil {
+		return conns, fmt.Errorf("lance namespace: %w", err)
+	}
+	conns.worker = nc
+	af := cf
+	switch {
+	case *f.adminCreds != "":
+		af.creds = *f.adminCreds
+	case embedded.admin != "":
+		af.creds = embedded.admin
+	default:
+		return conns, nil
+	}
+	if conns.admin, err = af.connect("cellguard-namespace-admin"); err != nil {
+		nc.Close()
+		return namespaceConns{}, fmt.Errorf("lance namespace: admin connection: %w", err)
+	}
+	return conns, nil
+}
+
+func runNamespace(ctx context.Context, ln net.Listener, lanceRoot string, tokens *namespace.Tokens, conns namespaceConns, prefix string, reg prometheus.Registerer, log *slog.Logger) error {
+	js, l, err := openLogWhenReady(ctx, conns.worker, prefix)
 	if err != nil {
 		return err
 	}
+	var admin *namespace.Admin
+	if conns.admin != nil {
+		ajs, al, err := openLogWhenReady(ctx, conns.admin, prefix)
+		if err != nil {
+			return err
+		}
+		admin = &namespace.Admin{JetStream: ajs, Log: al}
+	}
 	s, err := namespace.New(namespace.Config{
-		Log: l, JetStream: js, LanceRoot: lanceRoot, Tokens: tokens, Logger: log.With("component", "namespace"), Registerer: reg,
+		Log: l, JetStream: js, LanceRoot: lanceRoot, Tokens: tokens, Admin: admin, Logger: log.With("component", "namespace"), Registerer: reg,
 	})
 	if err != nil {
 		return err

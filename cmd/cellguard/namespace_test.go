@@ -2,23 +2,34 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cellguard/internal/declog"
 	"cellguard/internal/lancedbtest"
+	"cellguard/internal/namespace"
+	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
 )
 
 // TestServeLanceNamespace runs `serve --lance-root R --lance-namespace
 // 127.0.0.1:0 --namespace-tokens F` and drives it with unmodified
-// LanceDB: a worker token creates and appends, a reader token reads.
-// The tokens never appear in serve's output.
+// LanceDB: a worker token creates and appends, a reader token reads, an
+// admin token drops the table (through the embedded server's admin
+// user). The tokens never appear in serve's output.
 func TestServeLanceNamespace(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\nadmin atok-secret-3 *\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, out := process(t, "serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", "",
@@ -46,16 +57,24 @@ const r = await (await conn("rtok-secret-2")).openTable("events");
 const ids = (await r.query().toArray()).map((x) => Number(x.id)).sort();
 let denied = null;
 try { await (await conn("wrong")).openTable("events"); } catch (e) { denied = String(e.message); }
-process.stdout.write(JSON.stringify({ ids, version: Number(await r.version()), denied }));
+const version = Number(await r.version());
+const admin = await conn("atok-secret-3");
+await admin.dropTable("events");
+const names = await admin.tableNames();
+process.stdout.write(JSON.stringify({ ids, version, denied, names }));
 `
 	var res struct {
-		IDs     []int   `json:"ids"`
-		Version int     `json:"version"`
-		Denied  *string `json:"denied"`
+		IDs     []int    `json:"ids"`
+		Version int      `json:"version"`
+		Denied  *string  `json:"denied"`
+		Names   []string `json:"names"`
 	}
 	lancedbtest.Run(t, lancedbtest.Prelude+script, map[string]any{"uri": "http://" + addr}, &res)
 	if len(res.IDs) != 2 || res.IDs[0] != 1 || res.IDs[1] != 2 || res.Version != 2 {
 		t.Errorf("read %+v, want ids [1 2] at version 2", res)
+	}
+	if res.Names == nil || len(res.Names) != 0 {
+		t.Errorf("tables after the admin's drop: %v, want none", res.Names)
 	}
 	if res.Denied == nil || !strings.Contains(*res.Denied, "Unauthenticated") {
 		t.Errorf("wrong token: %v", res.Denied)
@@ -70,7 +89,7 @@ process.stdout.write(JSON.stringify({ ids, version: Number(await r.version()), d
 func TestServeLanceNamespaceFlags(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad")
-	if err := os.WriteFile(bad, []byte("admin tok *\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("owner tok *\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", ""}
@@ -81,6 +100,7 @@ func TestServeLanceNamespaceFlags(t *testing.T) {
 		{[]string{"--lance-namespace", "127.0.0.1:0"}, "needs --lance-root"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--publish=false"}, "needs --publish"},
 		{[]string{"--namespace-tokens", bad}, "need --lance-namespace"},
+		{[]string{"--namespace-admin-creds", bad}, "need --lance-namespace"},
 		{[]string{"--lance-namespace", "127.0.0.1:0", "--lance-root", dir, "--namespace-tokens", bad}, "bad tokens file"},
 	} {
 		var b bytes.Buffer
@@ -88,5 +108,78 @@ func TestServeLanceNamespaceFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestNamespaceDropRoles: against the shipped role model, the namespace
+// drops a created table only as an admin NATS user. With a worker's
+// credentials as --namespace-admin-creds, NATS refuses the tombstone and
+// the drop is answered 500 code 18 naming the admin connection, nothing
+// written; with the admin's, the table is dropped.
+func TestNamespaceDropRoles(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
+	runCommitter(t, roles)
+	dir := t.TempDir()
+	if _, err := cliOut(t, roles, "admin", "dataset", "create", "orders", "--schema", "id:int64", "--location", filepath.Join(dir, "orders.lance")); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := namespace.ParseTokens([]byte("admin atok *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := connFlags{url: roles.Server.ClientURL()}
+	serveNS := func(adminCreds string) string {
+		workerCreds := roles.Keys["worker"].SeedFile
+		conns, err := connectNamespace(namespaceFlags{creds: &workerCreds, adminCreds: &adminCreds}, cf, namespaceCreds{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer conns.close()
+			_ = runNamespace(ctx, ln, dir, tokens, conns, "", prometheus.NewRegistry(), tailLogger())
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		return "http://" + ln.Addr().String()
+	}
+	drop := func(url string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/v1/table/orders/drop", strings.NewReader(`{"id":["orders"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer atok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	_, ajs := natstest.Connect(t, roles.Server.ClientURL(), roles.Auth(t, "admin"))
+	l, err := declog.Open(t.Context(), ajs, subject.Scheme{}, declog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := drop(serveNS(roles.Keys["worker"].SeedFile)); status != 500 || !strings.Contains(body, `"code":18`) || !strings.Contains(body, "admin NATS connection") {
+		t.Errorf("drop with a worker as the admin connection: %d %s, want 500 code 18 naming the admin connection", status, body)
+	}
+	if _, ok, err := l.Tombstone(t.Context(), "orders"); err != nil || ok {
+		t.Fatalf("tombstone after the refused drop: %v %v", ok, err)
+	}
+	if status, body := drop(serveNS(roles.Keys["admin"].SeedFile)); status != 200 {
+		t.Fatalf("drop as the admin: %d %s", status, body)
+	}
+	if _, ok, err := l.Tombstone(t.Context(), "orders"); err != nil || !ok {
+		t.Errorf("no tombstone after the admin's drop: %v %v", ok, err)
 	}
 }

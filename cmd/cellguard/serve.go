@@ -56,7 +56,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	url, nsWorkerCreds := cf.url, ""
+	url, nsCreds := cf.url, namespaceCreds{}
 	if url == "" {
 		srv, err := embedded(*dataDir, *port, log)
 		if err != nil {
@@ -70,7 +70,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*takeover = true
 		cf.url = url
 		cf.creds = srv.creds("committer")
-		nsWorkerCreds = srv.creds("worker") // the namespace stages as a worker
+		nsCreds = namespaceCreds{worker: srv.creds("worker"), admin: srv.creds("admin")} // stages as a worker, drops as an admin
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {
@@ -111,7 +111,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		stopPublishing := startPublishing(ctx, nc, cf.prefix, reg, log)
 		defer stopPublishing()
 	}
-	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, cf, nsWorkerCreds, reg, log)
+	stopNamespace, err := startNamespace(ctx, nsFlags, *lanceRoot, *publishOn, cf, nsCreds, reg, log)
 	if err != nil {
 		return err
 	}

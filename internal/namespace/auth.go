@@ -22,6 +22,8 @@ const (
 	RoleReader Role = iota + 1
 	// RoleWorker may also declare tables and commit versions.
 	RoleWorker
+	// RoleAdmin may also drop created tables (docs/design.md §7.3).
+	RoleAdmin
 )
 
 func (r Role) String() string {
@@ -30,6 +32,8 @@ func (r Role) String() string {
 		return "reader"
 	case RoleWorker:
 		return "worker"
+	case RoleAdmin:
+		return "admin"
 	}
 	return fmt.Sprintf("role(%d)", int(r))
 }
@@ -52,7 +56,8 @@ type grant struct {
 //
 //	<role> <token> <datasets>
 //
-// where role is `worker` or `reader`, and datasets is `*` or a
+// where role is `admin`, `worker` or `reader` (each may do what the
+// next may, and more: an admin may drop tables), and datasets is `*` or a
 // comma-separated list of dataset (table) names. Blank lines and lines
 // starting with # are ignored. A token given twice is an error.
 func ParseTokens(b []byte) (*Tokens, error) {
@@ -73,8 +78,10 @@ func ParseTokens(b []byte) (*Tokens, error) {
 			g.role = RoleWorker
 		case "reader":
 			g.role = RoleReader
+		case "admin":
+			g.role = RoleAdmin
 		default:
-			return nil, fmt.Errorf("%w: line %d: role %q is not worker or reader", ErrTokens, n, f[0])
+			return nil, fmt.Errorf("%w: line %d: role %q is not admin, worker or reader", ErrTokens, n, f[0])
 		}
 		if f[2] != "*" {
 			for _, ds := range strings.Split(f[2], ",") {

@@ -21,7 +21,7 @@ func TestParseTokens(t *testing.T) {
 	if _, err := namespace.ParseTokens([]byte(tokensFile)); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"", "admin x *", "worker x", "worker x a.b", "worker x *\nreader x *"} {
+	for _, bad := range []string{"", "owner x *", "worker x", "worker x a.b", "worker x *\nreader x *"} {
 		if _, err := namespace.ParseTokens([]byte(bad)); !errors.Is(err, namespace.ErrTokens) {
 			t.Errorf("ParseTokens(%q) = %v, want ErrTokens", bad, err)
 		}
@@ -42,7 +42,6 @@ func TestLanceDBAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOptions{tokens: tokens})
-	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 	rows := []map[string]any{{"id": 1}}
 
 	out := runOps(t, e, "a", bearer("wtok-a"), map[string]any{"op": "create", "rows": rows}, map[string]any{"op": "add", "rows": rows})

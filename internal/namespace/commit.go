@@ -69,7 +69,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, e
 	}
 	v := *req.Version
-	_, exists, e := s.head(ctx, ds)
+	_, exists, e := s.headToWrite(ctx, ds)
 	if e != nil {
 		return nil, e
 	}
@@ -85,6 +85,9 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, e
 	}
 	defer t.unlock()
+	if e := s.checkDropped(ctx, ds, true); e != nil {
+		return nil, e // dropped while this call waited for the lock
+	}
 	st, e := s.readStaged(ctx, t, key, req.ManifestSize)
 	if e != nil {
 		return nil, e
@@ -104,7 +107,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	} else if found {
 		return s.answer(ctx, t, ds, rec)
 	}
-	h, exists, e := s.head(ctx, ds)
+	h, exists, e := s.lastCommitted(ctx, ds) // not dropped: checked under the lock
 	if e != nil {
 		return nil, e
 	}

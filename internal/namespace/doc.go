@@ -42,6 +42,23 @@
 // the decision log at once on every retry; see docs/design.md §7 for the
 // measured client behaviour and its limits.
 //
+// # Dropping a table
+//
+// DropTable of a created table deletes its dataset (package drop): the
+// dataset's tombstone is appended to the decision log, so the committer
+// rejects every later transaction DATASET_DELETED and the publisher
+// stops, and then the table's Lance directory is purged — the spec's
+// drop deletes the data, and LanceDB's dropTable deletes nothing itself.
+// Only the admin NATS role may write a tombstone, so the server drops
+// with Config.Admin, a second connection as an admin user (nil: a created
+// table is not dropped, 406 code 0); and only an admin token may ask
+// (never anyone on a server without Tokens). A table with undecided
+// staged work is busy (409 code 19) once Config.DropWait has passed.
+// Afterwards the table is not found by reads (404 code 4), is left out of
+// table/list, and its name is refused to declare and version/create (409
+// code 19, DATASET_DELETED) before anything is staged: the log keeps the
+// table's history under that name.
+//
 // # Reads, errors, auth
 //
 // version/list and version/describe report what is in storage, up to the
@@ -49,6 +66,6 @@
 // gone from both. Errors are the spec's `{error, code, detail, instance}`
 // with its HTTP statuses; every handler runs under a deadline and bodies
 // are bounded. Tokens (ParseTokens) map bearer tokens or `x-api-key`
-// values to a reader or worker role over some tables: 401 (code 16)
-// without a known token, 403 (code 15) without the right.
+// values to a reader, worker or admin role over some tables: 401 (code
+// 16) without a known token, 403 (code 15) without the right.
 package namespace

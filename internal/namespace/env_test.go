@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/committer"
@@ -38,12 +39,18 @@ type env struct {
 	ns   *namespace.Server
 	reg  *prometheus.Registry
 	log  *declog.Log
+	js   jetstream.JetStream // the namespace's
 	pc   *producer.Client
 	pub  *publish.Manager
 }
 
 type envOptions struct {
 	tokens *namespace.Tokens
+	// admin gives the namespace an admin connection (the test server
+	// has no accounts: any connection may write tombstones).
+	admin bool
+	// dropWait is Config.DropWait (0: the default).
+	dropWait time.Duration
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -62,6 +69,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	waitFor(t, "committer ready", cm.Ready)
 
 	_, js := natstest.Connect(t, srv.URL())
+	e.js = js
 	sc, _ := subject.NewScheme("")
 	if e.log, err = declog.Open(t.Context(), js, sc, declog.Options{RequestTimeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -79,8 +87,17 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	t.Cleanup(e.pc.Close)
 
+	var admin *namespace.Admin
+	if opts.admin {
+		_, ajs := natstest.Connect(t, srv.URL())
+		al, err := declog.Open(t.Context(), ajs, sc, declog.Options{RequestTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin = &namespace.Admin{JetStream: ajs, Log: al}
+	}
 	e.ns, err = namespace.New(namespace.Config{
-		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens,
+		Log: e.log, JetStream: js, LanceRoot: e.root, Tokens: opts.tokens, Admin: admin, DropWait: opts.dropWait,
 		Logger: testLogger(), Registerer: e.reg,
 	})
 	if err != nil {

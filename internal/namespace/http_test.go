@@ -72,7 +72,7 @@ func TestErrors(t *testing.T) {
 		{"V1 naming", "POST", "/v1/table/t/version/create",
 			`{"id":["t"],"version":2,"manifest_path":"` + loc + `2.manifest-x","naming_scheme":"V1"}`, 406, 0},
 		{"declare an existing table", "POST", "/v1/table/t/declare", `{"id":["t"]}`, 409, 5},
-		{"drop a created table", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 406, 0},
+		{"drop a created table without tokens", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 403, 15},
 		{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
 		{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
 	}

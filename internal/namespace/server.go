@@ -33,16 +33,26 @@ type Config struct {
 	LanceRoot string
 	// Tokens authorizes requests; nil serves without authentication.
 	Tokens *Tokens
+	// Admin drops created tables: their tombstones are written as an
+	// admin NATS user, the only role that may (deploy/nats/accounts.conf).
+	// nil: dropping a created table is refused (406, code 0).
+	Admin *Admin
 	// Logger logs refused and failed requests (never tokens).
 	Logger *slog.Logger
 	// Registerer receives the namespace metrics; nil: not exported.
 	Registerer prometheus.Registerer
 
-	// RequestTimeout bounds every request but version/create (default 30s).
+	// RequestTimeout bounds every request but version/create and drop
+	// (default 30s).
 	RequestTimeout time.Duration
-	// CommitTimeout bounds a version/create: staging, the decision and
-	// its publication (default 2m).
+	// CommitTimeout bounds a version/create (staging, the decision and
+	// its publication) and a drop (the tombstone and the purge of the
+	// table's directory) (default 2m).
 	CommitTimeout time.Duration
+	// DropWait bounds how long a drop waits for the table's staged
+	// transactions to be decided before it answers that the table is
+	// busy (default 10s).
+	DropWait time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxManifestBytes bounds the staged manifest and transaction files
@@ -53,9 +63,19 @@ type Config struct {
 	Poll retry.Backoff
 }
 
+// Admin is the namespace's view of the pipeline as an admin NATS user:
+// a JetStream context and the decision log opened on it.
+type Admin struct {
+	JetStream jetstream.JetStream
+	Log       *declog.Log
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Log == nil || c.JetStream == nil {
 		return c, errors.New("namespace: Config.Log and Config.JetStream are required")
+	}
+	if c.Admin != nil && (c.Admin.JetStream == nil || c.Admin.Log == nil) {
+		return c, errors.New("namespace: Config.Admin needs both JetStream and Log")
 	}
 	if c.LanceRoot == "" {
 		return c, errors.New("namespace: Config.LanceRoot is required (tables live under it)")
@@ -68,6 +88,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CommitTimeout <= 0 {
 		c.CommitTimeout = 2 * time.Minute
+	}
+	if c.DropWait <= 0 {
+		c.DropWait = 10 * time.Second
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
@@ -147,7 +170,7 @@ func (s *Server) routes() {
 	h("POST /v1/table/{id}/declare", "table_declare", rt, s.declareTable)
 	h("POST /v1/table/{id}/describe", "table_describe", rt, s.describeTable)
 	h("POST /v1/table/{id}/exists", "table_exists", rt, s.tableExists)
-	h("POST /v1/table/{id}/drop", "table_drop", rt, s.dropTable)
+	h("POST /v1/table/{id}/drop", "table_drop", ct, s.dropTable) // purges a directory
 	h("POST /v1/table/{id}/create", "table_create", rt, s.createTable)
 	h("POST /v1/table/{id}/version/list", "version_list", rt, s.listVersions)
 	h("POST /v1/table/{id}/version/describe", "version_describe", rt, s.describeVersion)

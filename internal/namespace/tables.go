@@ -26,6 +26,7 @@ type tableState struct {
 	locURL   string
 	loc      *publish.Location
 	declared bool // declared through this server, not yet created
+	dropped  bool // its tombstone was seen: dropped for good
 }
 
 func (s *Server) table(ds string) *tableState {
@@ -52,8 +53,27 @@ func (t *tableState) lock(ctx context.Context) *Error {
 func (t *tableState) unlock() { <-t.commit }
 
 // head returns the committed head of ds from the decision log; ok is
-// false when the dataset does not exist yet.
+// false when the dataset does not exist yet. A dropped table is not
+// found (404, code 4): see dropped.
 func (s *Server) head(ctx context.Context, ds string) (declog.Record, bool, *Error) {
+	return s.headFor(ctx, ds, false)
+}
+
+// headToWrite is head for requests that would create or change ds: a
+// dropped table's name cannot be reused (409, code 19).
+func (s *Server) headToWrite(ctx context.Context, ds string) (declog.Record, bool, *Error) {
+	return s.headFor(ctx, ds, true)
+}
+
+func (s *Server) headFor(ctx context.Context, ds string, write bool) (declog.Record, bool, *Error) {
+	if e := s.checkDropped(ctx, ds, write); e != nil {
+		return declog.Record{}, false, e
+	}
+	return s.lastCommitted(ctx, ds)
+}
+
+// lastCommitted is head without the tombstone check.
+func (s *Server) lastCommitted(ctx context.Context, ds string) (declog.Record, bool, *Error) {
 	r, ok, err := s.cfg.Log.Last(ctx, s.sc.Dec(ds, subject.Committed))
 	if err != nil {
 		return declog.Record{}, false, internal(err)
@@ -150,7 +170,7 @@ func (s *Server) declareTable(ctx context.Context, r *http.Request) (any, *Error
 	if e := s.cfg.Tokens.authorize(r, RoleWorker, ds); e != nil {
 		return nil, e
 	}
-	_, exists, e := s.head(ctx, ds)
+	_, exists, e := s.headToWrite(ctx, ds)
 	if e != nil {
 		return nil, e
 	}
@@ -233,39 +253,6 @@ func (s *Server) tableExists(ctx context.Context, r *http.Request) (any, *Error)
 	return nil, nil
 }
 
-// dropTable forgets a declared table that was never created. A created
-// table cannot be dropped: its decision log is the record of every
-// decision, and erasing it is not a namespace operation.
-func (s *Server) dropTable(ctx context.Context, r *http.Request) (any, *Error) {
-	var req idRequest
-	if e := decode(r, &req); e != nil {
-		return nil, e
-	}
-	ds, e := tableName(r, req.ID)
-	if e != nil {
-		return nil, e
-	}
-	if e := s.cfg.Tokens.authorize(r, RoleWorker, ds); e != nil {
-		return nil, e
-	}
-	_, exists, e := s.head(ctx, ds)
-	if e != nil {
-		return nil, e
-	}
-	if exists {
-		return nil, &Error{Status: http.StatusNotAcceptable, Code: CodeUnsupported, Final: true,
-			Msg: "dropping a created table is not supported: its decision log is kept"}
-	}
-	t, declared := s.declaredTable(ds)
-	if !declared {
-		return nil, tableNotFound(ds)
-	}
-	t.mu.Lock()
-	t.declared = false
-	t.mu.Unlock()
-	return map[string]any{"id": []string{ds}, "location": clientLocation(t.locURL)}, nil
-}
-
 func (s *Server) createTable(_ context.Context, r *http.Request) (any, *Error) {
 	return nil, errorf(http.StatusNotAcceptable, CodeUnsupported, "CreateTable with an Arrow IPC body is not supported: declare the table and commit versions")
 }
@@ -276,7 +263,7 @@ type listTablesResponse struct {
 }
 
 // listTables lists the created tables (datasets with a committed
-// version) the token may see, by name, paged by limit and page_token
+// version and no tombstone) the token may see, by name, paged by limit and page_token
 // (the last name of the previous page).
 func (s *Server) listTables(ctx context.Context, r *http.Request) (any, *Error) {
 	if len(objectID(r)) > 0 {
@@ -293,10 +280,14 @@ func (s *Server) listTables(ctx context.Context, r *http.Request) (any, *Error) 
 	if err != nil {
 		return nil, internal(err)
 	}
+	dropped, err := s.cfg.Log.Stream().Info(ctx, jetstream.WithSubjectFilter(s.sc.Dec("*", subject.Deleted)))
+	if err != nil {
+		return nil, internal(err)
+	}
 	names := []string{}
 	for subj := range info.State.Subjects {
 		ds, _, err := s.sc.ParseDec(subj)
-		if err == nil && ds > after && s.cfg.Tokens.visible(r, ds) {
+		if _, gone := dropped.State.Subjects[s.sc.Dec(ds, subject.Deleted)]; err == nil && !gone && ds > after && s.cfg.Tokens.visible(r, ds) {
 			names = append(names, ds)
 		}
 	}
