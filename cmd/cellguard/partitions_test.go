@@ -169,10 +169,43 @@ func TestCommitterProcessesSharePartitions(t *testing.T) {
 			}
 		}
 		if !slices.Equal(ids, want) {
-			t.Errorf("%s: %d decisions, %d staged: decided uuids differ from the staging order (lost, duplicated or reordered)", ds, len(ids), len(want))
+			t.Errorf("%s: %d decisions, %d staged: decided uuids differ from the staging order (lost, duplicated or reordered): %s",
+				ds, len(ids), len(want), diffIDs(ids, want))
 		}
 	}
 	for _, p := range procs {
 		term(t, fmt.Sprintf("committer %d", p.pid), p.cmd, p.out)
 	}
+}
+
+// diffIDs describes how decided differs from staged: ids missing, ids
+// decided but never staged or twice, and the first position out of order.
+func diffIDs(decided, staged []string) string {
+	seen := map[string]int{}
+	for _, id := range decided {
+		seen[id]++
+	}
+	var missing, extra []string
+	for _, id := range staged {
+		if seen[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	want := map[string]bool{}
+	for _, id := range staged {
+		want[id] = true
+	}
+	for id, n := range seen {
+		if !want[id] || n > 1 {
+			extra = append(extra, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+	first := -1
+	for i := range min(len(decided), len(staged)) {
+		if decided[i] != staged[i] {
+			first = i
+			break
+		}
+	}
+	return fmt.Sprintf("missing %v, extra %v, first difference at %d", missing, extra, first)
 }
