@@ -125,6 +125,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	}
 	opts := s.lim.rules
 	opts.hist = s
+	opts.conflicts = s.cx
 	if err := checkPreconditions(ctx, s.ix, rv, pre, func() (*table.Manifest, error) { return p.pin(ctx) }, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil

@@ -67,8 +67,9 @@ type state struct {
 	ds        string
 	validName bool
 	lim       limits
-	older     history            // versions before the window; nil means none
-	ix        *table.ChangeIndex // kept in step with head
+	older     history              // versions before the window; nil means none
+	ix        *table.ChangeIndex   // kept in step with head
+	cx        *table.ConflictIndex // what the transactions in txns touch, kept in step with txns
 
 	head       *table.Manifest // nil until the dataset is created
 	recent     map[uint64]*table.Manifest
@@ -99,6 +100,7 @@ func newState(ds string, lim limits, older history) *state {
 		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
+		cx:      table.NewConflictIndex(),
 		share:   joinBudget(lim.budget, ds),
 	}
 }

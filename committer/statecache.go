@@ -41,10 +41,13 @@ func (s *state) evictByCost() {
 }
 
 // keepTxn adds the transaction committed at v (n bytes encoded) to the
-// window.
+// window and to the conflict index, which covers the window's
+// transactions: those dropped from below leave it from below, those
+// rolled back from above.
 func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.dropTxn(v)
 	s.txns[v] = txn
+	s.cx.Add(v, txn)
 	s.tcost[v] = txnCost(n)
 	s.tbytes += s.tcost[v]
 }
@@ -54,6 +57,7 @@ func (s *state) dropTxn(v uint64) {
 		return
 	}
 	delete(s.txns, v)
+	s.cx.Forget(v)
 	s.tbytes -= s.tcost[v]
 	delete(s.tcost, v)
 }

@@ -21,7 +21,8 @@ type Committed struct {
 	Txn     *lancepb.Transaction
 }
 
-// RebaseInput is everything Rebase needs. Nothing in it is modified.
+// RebaseInput is everything Rebase needs. Nothing in it is modified,
+// except Txn with InPlace.
 type RebaseInput struct {
 	// Txn is the transaction being committed ("ours").
 	Txn *lancepb.Transaction
@@ -40,6 +41,16 @@ type RebaseInput struct {
 	// head versions of the fragments whose deletion vectors are merged or
 	// checked row by row. It may be nil when none is needed.
 	Deletions DeletionVectors
+	// Indexed says that Committed holds, ascending, only the versions a
+	// ConflictIndex named for Txn (ConflictIndex.Candidates) rather than
+	// every version after read_version: the others are Compatible with
+	// Txn and touch none of its fragments, so Rebase has nothing to do
+	// with them and the result is the same.
+	Indexed bool
+	// InPlace lets Rebase transform Txn itself instead of a copy, for a
+	// caller that owns Txn and uses it afterwards only as Rebase returns
+	// it. Txn is then changed even when the result is a conflict.
+	InPlace bool
 }
 
 // NewDeletionFile is a deletion file the rebased transaction refers to and
@@ -198,12 +209,12 @@ func newRebaser(in RebaseInput) (*rebaser, error) {
 	if head < rv {
 		return nil, errorf(rebaseOp, ErrInvalidTransaction, "read version %d is ahead of head version %d", rv, head)
 	}
-	if uint64(len(in.Committed)) != head-rv {
-		return nil, errorf(rebaseOp, ErrVersionNotFound, "%d committed transactions given for versions %d to %d", len(in.Committed), rv+1, head)
+	if err := checkCommitted(in, rv, head); err != nil {
+		return nil, err
 	}
 	r := &rebaser{
 		in:         in,
-		out:        proto.CloneOf(in.Txn),
+		out:        in.Txn,
 		oursOp:     oursOp,
 		ops:        make([]Op, len(in.Committed)),
 		lastTouch:  map[uint64]int{},
@@ -211,11 +222,12 @@ func newRebaser(in RebaseInput) (*rebaser, error) {
 		coverage:   map[uint64]*roaring.Bitmap{},
 		overlayChk: fragSet{},
 	}
+	if !in.InPlace {
+		r.out = proto.CloneOf(in.Txn)
+	}
 	for i, c := range in.Committed {
-		if c.Version != rv+1+uint64(i) {
-			return nil, errorf(rebaseOp, ErrVersionNotFound, "committed transaction %d is version %d, want %d", i, c.Version, rv+1+uint64(i))
-		}
-		if r.ops[i], err = supportedOp(rebaseOp, fmt.Sprintf("version %d", c.Version), c.Txn); err != nil {
+		if r.ops[i], err = OpOf(c.Txn); err != nil || !r.ops[i].Supported() {
+			_, err = supportedOp(rebaseOp, fmt.Sprintf("version %d", c.Version), c.Txn)
 			return nil, err
 		}
 	}
@@ -224,6 +236,26 @@ func newRebaser(in RebaseInput) (*rebaser, error) {
 	}
 	r.fields.schemas = append(r.fields.schemas, in.Head.Schema())
 	return r, nil
+}
+
+// checkCommitted checks that in.Committed names versions rv+1 to head:
+// every one of them in order, or with Indexed some of them, ascending.
+func checkCommitted(in RebaseInput, rv, head uint64) error {
+	if !in.Indexed && uint64(len(in.Committed)) != head-rv {
+		return errorf(rebaseOp, ErrVersionNotFound, "%d committed transactions given for versions %d to %d", len(in.Committed), rv+1, head)
+	}
+	prev := rv
+	for i, c := range in.Committed {
+		ok := c.Version == prev+1
+		if in.Indexed {
+			ok = c.Version > prev && c.Version <= head
+		}
+		if !ok {
+			return errorf(rebaseOp, ErrVersionNotFound, "committed transaction %d is version %d, after version %d (read version %d, head %d)", i, c.Version, prev, rv, head)
+		}
+		prev = c.Version
+	}
+	return nil
 }
 
 // note records which fragments committed transaction i touched, for
