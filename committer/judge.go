@@ -49,6 +49,9 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
 		v.lag = s.headVersion() - rec.ReadVersion
 	}
+	if enc, err := declog.Encode(rec); err == nil {
+		v.body = enc.Body
+	}
 	s.record(v, in.seq)
 	return v
 }
@@ -126,7 +129,11 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	opts := s.lim.rules
 	opts.hist = s
 	opts.conflicts = s.cx
-	if err := checkPreconditions(ctx, s.ix, rv, pre, func() (*table.Manifest, error) { return p.pin(ctx) }, opts); err != nil {
+	var pin func() (*table.Manifest, error)
+	if len(pre) > 0 {
+		pin = func() (*table.Manifest, error) { return p.pin(ctx) }
+	}
+	if err := checkPreconditions(ctx, s.ix, rv, pre, pin, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil
 		}

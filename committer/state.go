@@ -30,6 +30,14 @@ type verdict struct {
 	txn       *lancepb.Transaction  // committed: the transaction as committed
 	deletions []deletionWrite       // committed: files to write before appending
 	lag       uint64                // head - read version, for metrics
+	// body is rec encoded once, as the log stores it (nil if it did not
+	// encode: the append then encodes it and reports why not).
+	body []byte
+}
+
+// encoded returns v's record as declog.Log.AppendEncoded sends it.
+func (v verdict) encoded() declog.Encoded {
+	return declog.Encoded{Decision: v.rec, Body: v.body}
 }
 
 // limits are the decision core's settings.

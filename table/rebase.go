@@ -212,15 +212,9 @@ func newRebaser(in RebaseInput) (*rebaser, error) {
 	if err := checkCommitted(in, rv, head); err != nil {
 		return nil, err
 	}
-	r := &rebaser{
-		in:         in,
-		out:        in.Txn,
-		oursOp:     oursOp,
-		ops:        make([]Op, len(in.Committed)),
-		lastTouch:  map[uint64]int{},
-		updatedBy:  map[uint64]bool{},
-		coverage:   map[uint64]*roaring.Bitmap{},
-		overlayChk: fragSet{},
+	r := &rebaser{in: in, out: in.Txn, oursOp: oursOp} // the maps are made when first written
+	if len(in.Committed) > 0 {
+		r.ops = make([]Op, len(in.Committed))
 	}
 	if !in.InPlace {
 		r.out = proto.CloneOf(in.Txn)
@@ -269,6 +263,9 @@ func (r *rebaser) note(i int) {
 		ids = append(rc.updated, rc.removed...)
 		if rc.update != nil {
 			for _, id := range rc.updated {
+				if r.updatedBy == nil {
+					r.updatedBy = map[uint64]bool{}
+				}
 				r.updatedBy[id] = true
 			}
 		}
@@ -280,6 +277,9 @@ func (r *rebaser) note(i int) {
 		ids = overlayIDs(txn.GetDataOverlay())
 	}
 	for _, id := range ids {
+		if r.lastTouch == nil {
+			r.lastTouch = map[uint64]int{}
+		}
 		r.lastTouch[id] = i
 	}
 }
@@ -301,6 +301,9 @@ func (r *rebaser) absorb(i int, v Conflict) error {
 			if err != nil {
 				return withContext(err, "version %d", r.in.Committed[i].Version)
 			}
+			if r.coverage == nil {
+				r.coverage = map[uint64]*roaring.Bitmap{}
+			}
 			if r.coverage[g.GetFragmentId()] == nil {
 				r.coverage[g.GetFragmentId()] = roaring.New()
 			}
@@ -308,6 +311,9 @@ func (r *rebaser) absorb(i int, v Conflict) error {
 		}
 	case r.oursOp == OpDataOverlay && r.ops[i] == OpUpdate:
 		for _, id := range v.Fragments {
+			if r.overlayChk == nil {
+				r.overlayChk = fragSet{}
+			}
 			r.overlayChk[id] = struct{}{}
 		}
 	}
