@@ -2,10 +2,8 @@ package committer
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
@@ -327,14 +325,30 @@ func uuidKey(id string) ([16]byte, bool) {
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return k, false
 	}
-	h := id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36]
-	if strings.ToLower(h) != h {
-		return k, false // keep case-distinct ids distinct
-	}
-	if _, err := hex.Decode(k[:], []byte(h)); err != nil {
-		return k, false
+	n := 0 // hex digits read
+	for i := 0; i < len(id); i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		d, ok := lowerHex(id[i])
+		if !ok {
+			return [16]byte{}, false // not hex, or upper case: keep case-distinct ids distinct
+		}
+		k[n/2] |= d << (4 * (1 - n%2))
+		n++
 	}
 	return k, true
+}
+
+// lowerHex returns the value of a lower-case hex digit.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 func (d idSet) has(id string) bool {

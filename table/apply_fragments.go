@@ -119,24 +119,32 @@ func (a *applier) stampUpdatedRows(f *lancepb.DataFragment) {
 func (a *applier) newFragments(frags []*lancepb.DataFragment, schema *Schema, what string) ([]*lancepb.DataFragment, error) {
 	out := make([]*lancepb.DataFragment, 0, len(frags))
 	for i, f := range frags {
-		if f == nil {
-			return nil, a.invalid("%s %d is empty", what, i)
-		}
-		if f.GetPhysicalRows() == 0 {
-			return nil, a.invalid("%s %d has no rows", what, i)
-		}
-		if err := a.checkNewFiles(f, schema, what, i); err != nil {
+		if err := a.checkNewFragment(f, schema, what, i); err != nil {
 			return nil, err
-		}
-		if err := a.checkDeletionFile(f, what); err != nil {
-			return nil, err
-		}
-		if len(f.GetOverlays()) > 0 {
-			return nil, a.invalid("%s %d carries overlay files; overlays are added by DataOverlay", what, i)
 		}
 		out = append(out, proto.CloneOf(f))
 	}
 	return out, nil
+}
+
+// checkNewFragment checks f, the i-th new fragment of what.
+func (a *applier) checkNewFragment(f *lancepb.DataFragment, schema *Schema, what string, i int) error {
+	if f == nil {
+		return a.invalid("%s %d is empty", what, i)
+	}
+	if f.GetPhysicalRows() == 0 {
+		return a.invalid("%s %d has no rows", what, i)
+	}
+	if err := a.checkNewFiles(f, schema, what, i); err != nil {
+		return err
+	}
+	if err := a.checkDeletionFile(f, what); err != nil {
+		return err
+	}
+	if len(f.GetOverlays()) > 0 {
+		return a.invalid("%s %d carries overlay files; overlays are added by DataOverlay", what, i)
+	}
+	return nil
 }
 
 // checkNewFiles checks the data files of f, the i-th new fragment of

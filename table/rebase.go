@@ -183,6 +183,7 @@ type rebaser struct {
 	oursOp   Op
 	ops      []Op // of in.Committed
 	fields   fieldTree
+	schemas  [2]*Schema // backs fields.schemas: read and head
 	newFiles []NewDeletionFile
 
 	lastTouch  map[uint64]int             // fragment → last committed txn that touched it
@@ -225,6 +226,7 @@ func newRebaser(in RebaseInput) (*rebaser, error) {
 			return nil, err
 		}
 	}
+	r.fields.schemas = r.schemas[:0]
 	if in.Read != nil {
 		r.fields.schemas = append(r.fields.schemas, in.Read.Schema())
 	}
