@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -45,6 +47,12 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 				t.Fatalf("decide %d: skip=%v broken=%v", seq, v.skip, v.broken)
 			}
 			recs[i] = v.rec
+			if v.next != nil { // the committed bytes are the committed transaction
+				var got lancepb.Transaction
+				if err := proto.Unmarshal(v.rec.Transaction, &got); err != nil || !proto.Equal(&got, v.txn) {
+					t.Fatalf("decision %d: the record's transaction %v (%v) is not the one committed, %v", seq, &got, err, v.txn)
+				}
+			}
 			if !keep {
 				side.st.rollback(m)
 				continue

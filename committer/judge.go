@@ -154,7 +154,13 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	return s.finish(next, rebased, dels, rec)
+	var staged []byte
+	if op == table.OpAppend {
+		// Landing an Append changes its read version and nothing else
+		// (the rules transform only row changes, indexes and overlays).
+		staged = in.data
+	}
+	return s.finish(next, rebased, staged, dels, rec)
 }
 
 // pinner loads the manifest at a read version at most once per decision,
@@ -244,15 +250,18 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	return s.finish(next, txn, nil, rec)
+	return s.finish(next, txn, nil, nil, rec)
 }
 
 // finish checks the new manifest's version and fills the committed record.
-func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
+// The committed transaction is txn encoded; or, when staged is set (the
+// staged bytes txn was decoded from, differing from txn only in its read
+// version), those bytes with the read version set, not encoded again.
+func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []byte, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if want := s.headVersion() + 1; next.Version() != want {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
+	b, err := committedBytes(txn, staged)
 	if err != nil {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 	}
@@ -260,6 +269,13 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, dels []de
 	rec.Version = next.Version()
 	rec.Transaction = b
 	return verdict{rec: rec, next: next, txn: txn, deletions: dels}, nil
+}
+
+func committedBytes(txn *lancepb.Transaction, staged []byte) ([]byte, error) {
+	if staged != nil {
+		return table.WithReadVersion(staged, txn.GetReadVersion())
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(txn)
 }
 
 // asRejection turns an error from the rules into a rejection.

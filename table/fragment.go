@@ -1,8 +1,6 @@
 package table
 
 import (
-	"slices"
-
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -63,11 +61,12 @@ func newFragmentWithID(pb *lancepb.DataFragment, id uint64) *Fragment {
 		c.Id = id
 		return NewFragment(c)
 	}
-	prefix := protowire.AppendVarint(protowire.AppendTag(make([]byte, 0, 16), 1, protowire.VarintType), id)
 	opts := proto.MarshalOptions{Deterministic: true}
-	prefix = slices.Grow(prefix, opts.Size(pb))
+	size := opts.Size(pb)
 	opts.UseCachedSize = true // Size just cached them, and pb is not modified
-	enc, err := opts.MarshalAppend(prefix, pb)
+	enc := make([]byte, 0, protowire.SizeTag(1)+protowire.SizeVarint(id)+size)
+	enc = protowire.AppendVarint(protowire.AppendTag(enc, 1, protowire.VarintType), id)
+	enc, err := opts.MarshalAppend(enc, pb)
 	if err != nil {
 		c := proto.CloneOf(pb)
 		c.Id = id
