@@ -77,15 +77,13 @@ type state struct {
 	ix        *table.ChangeIndex   // kept in step with head
 	cx        *table.ConflictIndex // what the transactions in txns touch, kept in step with txns
 
-	head       *table.Manifest // nil until the dataset is created
-	recent     map[uint64]*table.Manifest
-	rcost      map[uint64]int // approximate bytes each manifest in recent keeps alive
-	rbytes     int            // sum of rcost
-	tcost      map[uint64]int // approximate bytes of each transaction in txns
-	tbytes     int            // sum of tcost
-	tevicted   uint64         // transactions ≤ tevicted were dropped to fit windowBytes
-	txns       map[uint64]*lancepb.Transaction
-	versionSeq seqIndex // version → CG_DEC sequence of its record
+	head       *table.Manifest                         // nil until the dataset is created
+	recent     map[uint64]costed[*table.Manifest]      // with the approximate bytes each keeps alive
+	rbytes     int                                     // sum of the costs in recent
+	tbytes     int                                     // sum of the costs in txns
+	tevicted   uint64                                  // transactions ≤ tevicted were dropped to fit windowBytes
+	txns       map[uint64]costed[*lancepb.Transaction] // with their approximate bytes
+	versionSeq seqIndex                                // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
@@ -103,7 +101,7 @@ type state struct {
 func newState(ds string, lim limits, older history) *state {
 	return &state{
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
-		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
+		recent: map[uint64]costed[*table.Manifest]{}, txns: map[uint64]costed[*lancepb.Transaction]{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
 		cx:      table.NewConflictIndex(),
@@ -124,9 +122,9 @@ func (s *state) setBase(m *table.Manifest) {
 func (s *state) setHead(next *table.Manifest, txnID string, txnBytes int) {
 	if s.head != nil {
 		v := s.head.Version()
-		s.recent[v] = s.head
-		s.rcost[v] = manifestCost(txnBytes)
-		s.rbytes += s.rcost[v]
+		c := costed[*table.Manifest]{s.head, manifestCost(txnBytes)}
+		s.recent[v] = c
+		s.rbytes += c.cost
 	}
 	s.head = next
 	if err := s.ix.Advance(next, txnID); err != nil {
@@ -157,7 +155,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 		return s.head, nil
 	}
 	if m, ok := s.recent[v]; ok {
-		return m, nil
+		return m.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("manifest %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
@@ -168,7 +166,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 // Committed implements history.
 func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := s.txns[v]; ok {
-		return t, nil
+		return t.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", s.ds, v, table.ErrVersionNotFound)

@@ -46,20 +46,20 @@ func (s *state) evictByCost() {
 // rolled back from above.
 func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.dropTxn(v)
-	s.txns[v] = txn
+	c := costed[*lancepb.Transaction]{txn, txnCost(n)}
+	s.txns[v] = c
 	s.cx.Add(v, txn)
-	s.tcost[v] = txnCost(n)
-	s.tbytes += s.tcost[v]
+	s.tbytes += c.cost
 }
 
 func (s *state) dropTxn(v uint64) {
-	if _, ok := s.txns[v]; !ok {
+	c, ok := s.txns[v]
+	if !ok {
 		return
 	}
 	delete(s.txns, v)
 	s.cx.Forget(v)
-	s.tbytes -= s.tcost[v]
-	delete(s.tcost, v)
+	s.tbytes -= c.cost
 }
 
 // txnCost approximates a decoded transaction's memory from its encoded
@@ -68,12 +68,19 @@ func (s *state) dropTxn(v uint64) {
 func txnCost(n int) int { return 256 + 6*n }
 
 func (s *state) dropManifest(v uint64) {
-	if _, ok := s.recent[v]; !ok {
+	c, ok := s.recent[v]
+	if !ok {
 		return
 	}
 	delete(s.recent, v)
-	s.rbytes -= s.rcost[v]
-	delete(s.rcost, v)
+	s.rbytes -= c.cost
+}
+
+// costed is something the state keeps with the approximate bytes it
+// keeps alive.
+type costed[T any] struct {
+	v    T
+	cost int
 }
 
 // manifestCost approximates the memory a manifest in the window keeps

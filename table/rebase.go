@@ -122,7 +122,21 @@ type RebaseResult struct {
 //     which also counts rows a concurrent Delete removed: an over-rejection
 //     Lance shares, never a lost overlay.
 func Rebase(ctx context.Context, in RebaseInput) (RebaseResult, error) {
-	r, err := newRebaser(in)
+	oursOp, err := checkRebaseInput(in)
+	if err != nil {
+		return RebaseResult{}, err
+	}
+	if len(in.Committed) == 0 && !finishes(oursOp) {
+		// Nothing to check and nothing to rebuild: only the read version
+		// moves.
+		out := in.Txn
+		if !in.InPlace {
+			out = proto.CloneOf(out)
+		}
+		out.ReadVersion = in.Head.Version()
+		return RebaseResult{Txn: out}, nil
+	}
+	r, err := newRebaser(in, oursOp)
 	if err != nil {
 		return RebaseResult{}, err
 	}
@@ -192,27 +206,38 @@ type rebaser struct {
 	overlayChk fragSet                    // fragment of our overlay a concurrent Update moved rows out of
 }
 
-func newRebaser(in RebaseInput) (*rebaser, error) {
+// checkRebaseInput checks in and returns the kind of ours.
+func checkRebaseInput(in RebaseInput) (Op, error) {
 	oursOp, err := supportedOp(rebaseOp, "ours", in.Txn)
 	if err != nil {
-		return nil, err
+		return oursOp, err
 	}
 	if in.Head == nil {
-		return nil, errorf(rebaseOp, ErrMalformed, "no head manifest")
+		return oursOp, errorf(rebaseOp, ErrMalformed, "no head manifest")
 	}
 	rv, head := in.Txn.GetReadVersion(), in.Head.Version()
 	if in.Read == nil && rv != 0 {
-		return nil, errorf(rebaseOp, ErrMalformed, "no manifest for read version %d", rv)
+		return oursOp, errorf(rebaseOp, ErrMalformed, "no manifest for read version %d", rv)
 	}
 	if in.Read != nil && in.Read.Version() != rv {
-		return nil, errorf(rebaseOp, ErrMalformed, "read manifest is version %d, transaction read version is %d", in.Read.Version(), rv)
+		return oursOp, errorf(rebaseOp, ErrMalformed, "read manifest is version %d, transaction read version is %d", in.Read.Version(), rv)
 	}
 	if head < rv {
-		return nil, errorf(rebaseOp, ErrInvalidTransaction, "read version %d is ahead of head version %d", rv, head)
+		return oursOp, errorf(rebaseOp, ErrInvalidTransaction, "read version %d is ahead of head version %d", rv, head)
 	}
-	if err := checkCommitted(in, rv, head); err != nil {
-		return nil, err
-	}
+	return oursOp, checkCommitted(in, rv, head)
+}
+
+// finishes reports the kinds of ours that Rebase checks or rebuilds
+// against the head once the committed transactions are through.
+func finishes(op Op) bool {
+	return op == OpDelete || op == OpUpdate || op == OpDataOverlay
+}
+
+// newRebaser starts the rebase of in (checked), whose ours is of kind
+// oursOp.
+func newRebaser(in RebaseInput, oursOp Op) (*rebaser, error) {
+	var err error
 	r := &rebaser{in: in, out: in.Txn, oursOp: oursOp} // the maps are made when first written
 	if len(in.Committed) > 0 {
 		r.ops = make([]Op, len(in.Committed))
