@@ -46,9 +46,8 @@ func (s *state) evictByCost() {
 // rolled back from above.
 func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.dropTxn(v)
-	c := costed[*lancepb.Transaction]{txn, txnCost(n)}
+	c := costed[*lancepb.Transaction]{txn, txnCost(n) + s.cx.Add(v, txn)}
 	s.txns[v] = c
-	s.cx.Add(v, txn)
 	s.tbytes += c.cost
 }
 

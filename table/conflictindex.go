@@ -76,10 +76,10 @@ func (x *ConflictIndex) Len() int { return len(x.steps) }
 // last returns the newest version covered (first-1 when empty).
 func (x *ConflictIndex) last() uint64 { return x.first + uint64(len(x.steps)) - 1 }
 
-// Add records txn, committed at version. The index covers a contiguous
-// range: a version that does not follow the newest one starts it again
-// from version.
-func (x *ConflictIndex) Add(version uint64, txn *lancepb.Transaction) {
+// Add records txn, committed at version, and returns about how many bytes
+// the record takes. The index covers a contiguous range: a version that
+// does not follow the newest one starts it again from version.
+func (x *ConflictIndex) Add(version uint64, txn *lancepb.Transaction) int {
 	if len(x.steps) == 0 || version != x.last()+1 {
 		x.Reset()
 		x.first = version
@@ -94,7 +94,16 @@ func (x *ConflictIndex) Add(version uint64, txn *lancepb.Transaction) {
 	for _, id := range st.frags {
 		x.byFrag[id] = append(x.byFrag[id], version)
 	}
+	return touchCost + fragTouchCost*len(st.frags)
 }
+
+// Approximate bytes of a version in the index: its step and kind entry,
+// and per fragment its id in the step and the version in the fragment's
+// list (with a share of the map).
+const (
+	touchCost     = 48
+	fragTouchCost = 32
+)
 
 // Forget drops version v. Only the ends can go: the oldest version (the
 // range shrinks from below), or v and everything after it (as when
