@@ -3,8 +3,12 @@ package committer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +42,13 @@ const beaconEvery = 500 * time.Millisecond
 type beacon struct {
 	ID   string            `json:"id"`
 	Pins map[string]string `json:"pins,omitempty"` // consumer → pin id
+	// Partitions are the partition consumers the committer consumes
+	// (assign.go), pinned or not yet.
+	Partitions []string `json:"partitions,omitempty"`
+	// Host and PID say which process this is, for `cellguard status`.
+	Host  string    `json:"host,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	Since time.Time `json:"since,omitzero"`
 }
 
 type heldPin struct {
@@ -53,17 +64,36 @@ type suspect struct {
 
 // beacons tracks the announcements of every committer.
 type beacons struct {
-	c    *Committer
-	id   string
-	mu   sync.Mutex
-	live map[string]time.Time  // committer id → last announcement
-	pins map[[2]string]heldPin // (consumer, pin id) → holder
+	c      *Committer
+	id     string
+	host   string
+	since  time.Time
+	silent atomic.Bool // tests: stop announcing, as a paused process would
+	mu     sync.Mutex
+	live   map[string]time.Time  // committer id → last announcement
+	pins   map[[2]string]heldPin // (consumer, pin id) → holder
 	// suspects are consumers whose announced holder went silent.
 	suspects map[string]suspect
 }
 
 func newBeacons(c *Committer) *beacons {
-	return &beacons{c: c, id: nuid.Next(), live: map[string]time.Time{}, pins: map[[2]string]heldPin{}, suspects: map[string]suspect{}}
+	host, _ := os.Hostname()
+	return &beacons{c: c, id: nuid.Next(), host: host, since: time.Now(),
+		live: map[string]time.Time{}, pins: map[[2]string]heldPin{}, suspects: map[string]suspect{}}
+}
+
+// liveMembers returns the ids of the committers heard within
+// TakeoverAfter, this one included.
+func (b *beacons) liveMembers(now time.Time) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := []string{b.id}
+	for id, t := range b.live {
+		if id != b.id && now.Sub(t) <= b.c.cfg.TakeoverAfter {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // run announces and watches until ctx ends. It runs on a goroutine of
@@ -102,6 +132,12 @@ func (b *beacons) receive(m *nats.Msg) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, known := b.live[bc.ID]; !known && bc.ID != b.id {
+		select { // a committer joined: let it hear us now, not at the tick
+		case b.c.pinKick <- struct{}{}:
+		default:
+		}
+	}
 	b.live[bc.ID] = now
 	for cons, pin := range bc.Pins {
 		b.pins[[2]string{cons, pin}] = heldPin{owner: bc.ID, seen: now}
@@ -110,14 +146,17 @@ func (b *beacons) receive(m *nats.Msg) {
 
 func (b *beacons) announce() {
 	c := b.c
-	bc := beacon{ID: b.id, Pins: map[string]string{}}
-	c.mu.Lock()
-	for ds, w := range c.workers {
-		if pin, _ := w.pin.Load().(string); pin != "" {
-			bc.Pins[c.sc.Consumer(ds)] = pin
+	if b.silent.Load() {
+		return // a test pauses this committer
+	}
+	bc := beacon{ID: b.id, Pins: map[string]string{}, Host: b.host, PID: os.Getpid(), Since: b.since}
+	for name, pin := range c.ownedPartitions() {
+		bc.Partitions = append(bc.Partitions, name)
+		if pin != "" {
+			bc.Pins[name] = pin
 		}
 	}
-	c.mu.Unlock()
+	slices.Sort(bc.Partitions)
 	data, err := json.Marshal(bc)
 	if err == nil {
 		_ = c.nc.Publish(c.sc.Beacon(), data)
@@ -227,4 +266,57 @@ func (b *beacons) check(ctx context.Context, consumer string) {
 		c.log.Warn("fast takeover: reset", "consumer", consumer, "err", err)
 	}
 	c.log.Info("fast takeover: the pinned committer went silent; consumer unpinned", "consumer", consumer, "pin", pin)
+}
+
+// CommitterInfo is what a running committer announces about itself.
+type CommitterInfo struct {
+	ID         string
+	Host       string
+	PID        int
+	Since      time.Time
+	Partitions []string // partition consumers it consumes
+	Pinned     int      // of which it holds the pin
+}
+
+// Committers listens to the committers' announcements on the deployment
+// with prefix for listen (at least two announcement intervals is enough
+// to hear every live one) and returns what each said, by id.
+func Committers(ctx context.Context, nc *nats.Conn, prefix string, listen time.Duration) ([]CommitterInfo, error) {
+	sc, err := subject.NewScheme(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	var mu sync.Mutex
+	seen := map[string]CommitterInfo{}
+	sub, err := nc.Subscribe(sc.Beacon(), func(m *nats.Msg) {
+		var bc beacon
+		if json.Unmarshal(m.Data, &bc) != nil || bc.ID == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen[bc.ID] = CommitterInfo{ID: bc.ID, Host: bc.Host, PID: bc.PID, Since: bc.Since, Partitions: bc.Partitions, Pinned: len(bc.Pins)}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("committer: listen to announcements: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		return nil, fmt.Errorf("committer: listen to announcements: %w", err)
+	}
+	t := time.NewTimer(listen)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]CommitterInfo, 0, len(seen))
+	for _, ci := range seen {
+		out = append(out, ci)
+	}
+	slices.SortFunc(out, func(a, b CommitterInfo) int { return strings.Compare(a.Host+a.ID, b.Host+b.ID) })
+	return out, nil
 }

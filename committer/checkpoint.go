@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -353,70 +354,127 @@ func (w *worker) checkRetention(m mark, top uint64) error {
 	}
 	if prev := m.head; prev != nil {
 		if seq, ok := w.st.versionSeq.at(prev.Version()); ok {
-			w.cp.offer(cpReq{m: prev, decSeq: seq, txnSeq: m.lastTxnSeq})
+			w.c.cpw.offer(cpReq{ds: w.ds, m: prev, decSeq: seq, txnSeq: m.lastTxnSeq})
 		}
 	}
 	return fmt.Errorf("%w: %s: version %d would leave checkpoint %d out of the %d records kept; waiting for a checkpoint",
 		errCheckpointBehind, w.ds, top, cpv, limit)
 }
 
-// checkpointer writes checkpoints in the background, newest first: while
-// one is being written, only the latest request waits.
-type checkpointer struct {
-	c    *Committer
-	ds   string
-	req  chan cpReq
-	done chan struct{}
+// checkpointWriter writes checkpoints in the background for every
+// dataset, on checkpointWorkers goroutines: per dataset only the newest
+// request waits, and one dataset's checkpoint is never written twice at
+// once.
+type checkpointWriter struct {
+	c       *Committer
+	mu      sync.Mutex
+	waiting map[string]cpReq // newest request per dataset, not yet taken
+	busy    map[string]bool  // datasets being written
+	order   []string         // datasets with a waiting request, oldest first
+	wake    chan struct{}    // a request arrived
+	quit    chan struct{}    // closed by close
+	wg      sync.WaitGroup
 }
 
 type cpReq struct {
+	ds             string
 	m              *table.Manifest
 	decSeq, txnSeq uint64
 }
 
-func newCheckpointer(c *Committer, ds string) *checkpointer {
-	cp := &checkpointer{c: c, ds: ds, req: make(chan cpReq, 1), done: make(chan struct{})}
-	go cp.loop()
-	return cp
-}
+// checkpointWorkers is how many checkpoints are written at once.
+const checkpointWorkers = 2
 
-func (cp *checkpointer) loop() {
-	defer close(cp.done)
-	for r := range cp.req {
-		if err := cp.c.step(StepCheckpoint, cp.ds); err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := cp.c.writeCheckpoint(ctx, cp.ds, r.m, r.decSeq, r.txnSeq)
-		cancel()
-		result := "ok"
-		if err != nil {
-			result = "error"
-			cp.c.log.Warn("checkpoint failed", "dataset", cp.ds, "version", r.m.Version(), "err", err)
-		}
-		cp.c.metrics.checkpoints.WithLabelValues(cp.c.dsLabel(cp.ds), result).Inc()
+func newCheckpointWriter(c *Committer) *checkpointWriter {
+	cw := &checkpointWriter{c: c, waiting: map[string]cpReq{}, busy: map[string]bool{},
+		wake: make(chan struct{}, checkpointWorkers), quit: make(chan struct{})}
+	for range checkpointWorkers {
+		cw.wg.Add(1)
+		go cw.loop()
 	}
+	return cw
 }
 
-// offer queues a checkpoint, replacing one still waiting.
-func (cp *checkpointer) offer(r cpReq) {
+func (cw *checkpointWriter) loop() {
+	defer cw.wg.Done()
 	for {
-		select {
-		case cp.req <- r:
-			return
-		default:
+		r, ok := cw.take()
+		if !ok {
 			select {
-			case <-cp.req:
-			default:
+			case <-cw.quit:
+				return
+			case <-cw.wake:
+				continue
 			}
 		}
+		cw.write(r)
+		cw.mu.Lock()
+		delete(cw.busy, r.ds)
+		again := len(cw.waiting) > 0
+		cw.mu.Unlock()
+		if again {
+			cw.signal()
+		}
 	}
 }
 
-// close stops the writer after the write in progress.
-func (cp *checkpointer) close() {
-	close(cp.req)
-	<-cp.done
+// take returns the oldest waiting request of a dataset not being written.
+func (cw *checkpointWriter) take() (cpReq, bool) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	for i, ds := range cw.order {
+		if cw.busy[ds] {
+			continue
+		}
+		r := cw.waiting[ds]
+		delete(cw.waiting, ds)
+		cw.order = append(cw.order[:i], cw.order[i+1:]...)
+		cw.busy[ds] = true
+		return r, true
+	}
+	return cpReq{}, false
+}
+
+func (cw *checkpointWriter) write(r cpReq) {
+	c := cw.c
+	if err := c.step(StepCheckpoint, r.ds); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := c.writeCheckpoint(ctx, r.ds, r.m, r.decSeq, r.txnSeq)
+	cancel()
+	result := "ok"
+	if err != nil {
+		result = "error"
+		c.log.Warn("checkpoint failed", "dataset", r.ds, "version", r.m.Version(), "err", err)
+	}
+	c.metrics.checkpoints.WithLabelValues(c.dsLabel(r.ds), result).Inc()
+}
+
+func (cw *checkpointWriter) signal() {
+	select {
+	case cw.wake <- struct{}{}:
+	default:
+	}
+}
+
+// offer queues a checkpoint, replacing one of the same dataset still
+// waiting.
+func (cw *checkpointWriter) offer(r cpReq) {
+	cw.mu.Lock()
+	if _, ok := cw.waiting[r.ds]; !ok {
+		cw.order = append(cw.order, r.ds)
+	}
+	cw.waiting[r.ds] = r
+	cw.mu.Unlock()
+	cw.signal()
+}
+
+// close stops the writers after the writes in progress; requests still
+// waiting are dropped (the next start writes them again when due).
+func (cw *checkpointWriter) close() {
+	close(cw.quit)
+	cw.wg.Wait()
 }
 
 // maybeCheckpoint queues a checkpoint when the batch crossed a multiple of
@@ -435,5 +493,5 @@ func (w *worker) maybeCheckpoint(prev *table.Manifest) {
 		return
 	}
 	seq, _ := w.st.versionSeq.at(now)
-	w.cp.offer(cpReq{m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq})
+	w.c.cpw.offer(cpReq{ds: w.ds, m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq})
 }

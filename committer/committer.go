@@ -49,7 +49,20 @@ type Committer struct {
 	wg      sync.WaitGroup
 	fatal   chan error
 	strays  strays
-	pinKick chan struct{} // a worker learnt a new pin id: announce it
+	pinKick chan struct{} // a partition learnt a new pin id: announce it
+	beacons *beacons      // nil when fast takeover is off
+	cpw     *checkpointWriter
+
+	// Partitions (partition.go, assign.go). gens are the partition counts
+	// that have consumers: the current one (the stream's transform) first,
+	// then earlier ones still being drained. parts are the partitions this
+	// committer consumes, by consumer name; only Run's goroutine touches it.
+	partMu   sync.Mutex
+	gens     []int
+	parts    map[string]*partition
+	legacy   atomic.Bool // CG_TXN holds messages staged before it was partitioned
+	draining atomic.Bool // a goroutine drains them
+	epochs   atomic.Uint64
 
 	phaseMu    sync.Mutex
 	phase      int // phaseStarting, phaseRunning, phaseStopped
@@ -76,7 +89,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	c := &Committer{
 		cfg: cfg, sc: sc, log: cfg.Logger, nc: nc, js: js, metrics: m,
 		workers: map[string]*worker{}, cps: map[string][]uint64{}, fatal: make(chan error, 1),
-		pinKick: make(chan struct{}, 1),
+		pinKick: make(chan struct{}, 1), parts: map[string]*partition{},
 	}
 	c.strays.c = c
 	if err := cfg.Registerer.Register(newOwnerCollector(c)); err != nil {
@@ -97,9 +110,9 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 // done or a fatal error occurs. Setting up is retried with backoff until
 // it succeeds or ctx ends (several committers starting together on a
 // fresh cluster race to create the streams, and a cluster still forming
-// times requests out). On cancellation each worker finishes the batch in
-// hand (append and ack) before Run returns. Run blocks; every goroutine
-// it starts has exited when it returns.
+// times requests out). On cancellation each partition finishes the batch
+// in hand (append and ack) before Run returns. Run blocks; every
+// goroutine it starts has exited when it returns.
 func (c *Committer) Run(ctx context.Context) error {
 	c.setPhase(phaseStarting, nil)
 	defer c.setPhase(phaseStopped, nil)
@@ -113,26 +126,32 @@ func (c *Committer) Run(ctx context.Context) error {
 		return err
 	}
 	defer unsub()
+	c.cpw = newCheckpointWriter(c)
+	defer c.cpw.close()
 	if c.cfg.TakeoverAfter > 0 {
-		b := newBeacons(c)
+		c.beacons = newBeacons(c)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			b.run(runCtx)
+			c.beacons.run(runCtx)
 		}()
+		// Hear the other committers before taking a share of the
+		// partitions, so that a joining committer does not take them all
+		// for a moment.
+		_ = retry.Sleep(runCtx, 2*beaconEvery/3)
 	}
-
-	for _, ds := range c.cfg.Datasets {
-		c.ensureWorker(runCtx, ds)
-	}
+	c.preload(runCtx)
 	if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
-		c.log.Warn("discover datasets", "err", err)
+		c.log.Warn("discover", "err", err)
 	}
+	c.reconcile(runCtx)
 	c.setPhase(phaseRunning, nil)
 	c.ready.Store(true)
-	c.log.Info("committer running", "prefix", c.sc.Prefix(), "batch", c.cfg.BatchSize)
+	c.log.Info("committer running", "prefix", c.sc.Prefix(), "batch", c.cfg.BatchSize, "partitions", c.partitionCount(), "consuming", len(c.parts))
 	tick := time.NewTicker(c.cfg.DiscoverEvery)
 	defer tick.Stop()
+	sweep := time.NewTicker(sweepEvery(c.cfg.IdleEvict))
+	defer sweep.Stop()
 	var runErr error
 loop:
 	for {
@@ -141,15 +160,20 @@ loop:
 			break loop
 		case runErr = <-c.fatal:
 			break loop
+		case now := <-sweep.C:
+			c.sweepDatasets(now)
 		case <-tick.C:
 			if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
-				c.log.Warn("discover datasets", "err", err)
+				c.log.Warn("discover", "err", err)
 			}
+			c.reconcile(runCtx)
 		}
 	}
 	c.ready.Store(false)
 	stop()
+	c.stopPartitions()
 	c.wg.Wait()
+	c.clearStopped()
 	_ = c.plane.Close()
 	return runErr
 }
@@ -171,7 +195,7 @@ func (c *Committer) setup(ctx context.Context) error {
 		defer cancel()
 		err := c.openStreams(actx)
 		if err == nil {
-			err = c.dropWildcardConsumers(actx)
+			err = c.ensurePartitioned(actx)
 		}
 		if err != nil && ctx.Err() == nil {
 			attempt++
@@ -204,10 +228,14 @@ func (c *Committer) setPhase(p int, err error) {
 	c.phase, c.setupErr = p, err
 }
 
-// discover starts a worker for every dataset with staged messages (all
-// datasets, unless Datasets restricts them) and sweeps stray messages
-// (see strays.go) when the stream holds any.
+// discover looks at what CG_TXN holds outside the partitions: stray
+// messages on wildcard subjects (rejected, see strays.go) and messages
+// staged before the stream was partitioned (each such dataset drains
+// them, in order); and it follows a change of the partition count.
 func (c *Committer) discover(ctx context.Context) error {
+	if err := c.followPartitionCount(ctx); err != nil {
+		return err
+	}
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := c.txn.Info(ictx, jetstream.WithSubjectFilter(c.sc.TxnTree()))
@@ -215,17 +243,31 @@ func (c *Committer) discover(ctx context.Context) error {
 		return err
 	}
 	stray := false
+	var legacy []string
 	for subj := range info.State.Subjects {
 		ds, err := c.sc.ParseStaged(subj)
 		switch {
 		case errors.Is(err, subject.ErrNotOurs):
 		case subject.IsWildcardToken(ds):
 			stray = true
-		case len(c.cfg.Datasets) == 0:
-			// An invalid but literal token gets a worker too: its
-			// messages are rejected with INVALID_DATASET_NAME there.
-			c.ensureWorker(ctx, ds)
+		default:
+			legacy = append(legacy, ds)
 		}
+	}
+	c.legacy.Store(len(legacy) > 0)
+	if len(legacy) > 0 && c.draining.CompareAndSwap(false, true) {
+		// Off Run's goroutine: a dataset's drain may take as long as a
+		// batch does.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer c.draining.Store(false)
+			for _, ds := range legacy {
+				if c.worker(ds).drain(ctx) != nil || ctx.Err() != nil {
+					return
+				}
+			}
+		}()
 	}
 	if stray {
 		return c.strays.sweep(ctx)
@@ -233,70 +275,63 @@ func (c *Committer) discover(ctx context.Context) error {
 	return nil
 }
 
-// dropWildcardConsumers deletes dataset consumers filtered on a wildcard
-// token, which earlier versions created for a literal "*" or ">" subject:
-// they overlap every dataset's consumer.
-func (c *Committer) dropWildcardConsumers(ctx context.Context) error {
-	lister := c.txn.ListConsumers(ctx)
-	var bad []string
-	for ci := range lister.Info() {
-		if tok, err := c.sc.ParseStaged(ci.Config.FilterSubject); err != nil && subject.IsWildcardToken(tok) {
-			bad = append(bad, ci.Name)
+// preload loads the state of Config.Datasets before serving, so that they
+// decide their first message at once and count for readiness.
+func (c *Committer) preload(ctx context.Context) {
+	for _, ds := range c.cfg.Datasets {
+		w := c.worker(ds)
+		w.mu.Lock()
+		if err := w.ensureLoaded(ctx); err != nil && ctx.Err() == nil {
+			_ = w.failed(ctx, err, nil)
+		} else if err == nil {
+			w.setStatus(DatasetDeciding, "", "")
 		}
+		w.mu.Unlock()
 	}
-	if err := lister.Err(); err != nil {
-		return fmt.Errorf("committer: list consumers: %w", err)
-	}
-	for _, name := range bad {
-		if err := c.txn.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("committer: delete wildcard consumer %s: %w", name, err)
-		}
-		c.log.Warn("deleted a consumer filtered on a wildcard dataset token", "consumer", name)
-	}
-	return nil
 }
 
-// ensureWorker starts the worker of ds unless one runs. A worker that
-// fails is restarted after a pause; it exits when ctx is done.
-func (c *Committer) ensureWorker(ctx context.Context, ds string) {
+// worker returns the worker of ds, creating it on first use.
+func (c *Committer) worker(ds string) *worker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.workers[ds]; ok || ctx.Err() != nil {
-		return
+	w, ok := c.workers[ds]
+	if !ok {
+		w = newWorker(c, ds)
+		c.workers[ds] = w
+		c.metrics.datasets.Inc()
 	}
-	w := newWorker(c, ds)
-	c.workers[ds] = w
-	c.metrics.datasets.Inc()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer c.metrics.datasets.Dec()
-		for attempt := 0; ; attempt++ {
-			began := time.Now()
-			err := w.run(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, errCrash) {
-				c.signalFatal(err)
-				return
-			}
-			if time.Since(began) > workerRestart.Max {
-				attempt = 0 // it ran a while: a new failure, not the same one again
-			}
-			pause := workerRestart.Delay(attempt)
-			c.log.Error("dataset worker failed; restarting", "dataset", ds, "attempt", attempt, "pause", pause, "err", err)
-			if retry.Sleep(ctx, pause) != nil {
-				return
-			}
-		}
-	}()
+	return w
 }
 
-// workerRestart paces the restarts of a failed worker: a worker that
-// fails again right after restarting (a broken committed state, an
-// unreachable log) backs off up to Max instead of spinning.
-var workerRestart = retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+// workerList returns every worker.
+func (c *Committer) workerList() []*worker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := make([]*worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// clearStopped resets the stopped gauge of every stopped dataset when Run
+// ends: a stopped dataset is stopped only while this committer runs.
+func (c *Committer) clearStopped() {
+	for _, w := range c.workerList() {
+		w.mu.Lock()
+		if w.stopped {
+			c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(0)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// drain decides the dataset's undecided messages that no partition
+// consumer delivers (staged before CG_TXN was partitioned), up to maxFill
+// of them per call.
+func (w *worker) drain(ctx context.Context) error {
+	return w.handle(ctx, nil, 0)
+}
 
 func (c *Committer) signalFatal(err error) {
 	select {
@@ -319,7 +354,7 @@ func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 			Consumer string `json:"consumer"`
 			Reason   string `json:"reason"`
 		}
-		if json.Unmarshal(m.Data, &adv) != nil || adv.Reason != "timeout" || !strings.HasPrefix(adv.Consumer, "commit-") {
+		if json.Unmarshal(m.Data, &adv) != nil || adv.Reason != "timeout" || !strings.HasPrefix(adv.Consumer, "partition-") {
 			return
 		}
 		select {

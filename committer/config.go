@@ -48,7 +48,10 @@ type Config struct {
 	// smaller groups go as a chain of single fenced appends (default 32;
 	// 1 means always atomic).
 	AtomicBatchMin int
-	// MaxAckPending is the consumer's MaxAckPending (default 2×BatchSize).
+	// MaxAckPending is each partition consumer's MaxAckPending (default
+	// the larger of 2×BatchSize and 4096). The messages of a dataset
+	// that cannot decide (stopped, retrying) wait among them, so it
+	// bounds what such a dataset holds of its partition.
 	MaxAckPending int
 	// AckWait is the consumer's AckWait (default 15 s).
 	AckWait time.Duration
@@ -82,8 +85,15 @@ type Config struct {
 	// StartStuckAfter is how long setting up the streams may take before
 	// /healthz reports a stuck start (default 30 s).
 	StartStuckAfter time.Duration
-	// Datasets restricts the committer to these datasets (default: all).
+	// Datasets are loaded when Run starts, before any message of theirs
+	// arrives (default: none; every dataset is loaded on its first
+	// message). The committer serves every dataset of the partitions it
+	// consumes either way.
 	Datasets []string
+	// Partitions is the partition count CG_TXN is created with (default
+	// DefaultPartitions, at most MaxPartitions). A stream that exists
+	// keeps its own count; `cellguard partitions set` changes it.
+	Partitions int
 
 	// Window is how many recent manifests and transactions are kept in
 	// memory to pin read versions and check conflicts (default 256).
@@ -187,6 +197,12 @@ const (
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
 
+// DefaultPartitions is the default Config.Partitions.
+const DefaultPartitions = 64
+
+// MaxPartitions is the largest partition count.
+const MaxPartitions = 1024
+
 // minRebaseLag is the smallest default MaxRebaseLag.
 const minRebaseLag = 1000
 
@@ -231,7 +247,10 @@ func (c Config) withDefaults() Config {
 		c.AtomicBatchMin = 32
 	}
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 2 * c.BatchSize
+		c.MaxAckPending = max(2*c.BatchSize, 4096)
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 15 * time.Second
@@ -326,6 +345,8 @@ func (c Config) Validate() error {
 		return bad("DecisionsPerSubject %d < 2×CheckpointEvery + BatchSize (%d)", c.DecisionsPerSubject, 2*c.CheckpointEvery+c.BatchSize)
 	case c.IndexBytes < 4096:
 		return bad("IndexBytes %d < 4096", c.IndexBytes)
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return bad("Partitions %d not in 1..%d", c.Partitions, MaxPartitions)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return bad("Replicas %d not in 1..5", c.Replicas)
 	}

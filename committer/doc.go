@@ -8,18 +8,34 @@
 //
 // Run creates (or verifies) the streams CG_TXN (staged transactions, a work
 // queue) and CG_DEC (the decision log) and the object store CG_CHECKPOINTS,
-// then runs one worker goroutine per dataset it finds staged messages for.
-// Each worker owns its dataset's state and exits when Run's context ends.
+// then consumes the partitions of CG_TXN assigned to it.
+//
+// # Partitions
+//
+// CG_TXN's subject transform stores what is staged on <prefix>.txn.<ds>
+// under <prefix>.txp.<n>.<p>.<ds>, p = subject.Partition(ds, n): a fixed
+// number n of partitions (Config.Partitions, default 64), one durable
+// pinned consumer each, whatever the number of datasets. A dataset has no
+// goroutine and no consumer of its own: the partition loop hands each
+// dataset's worker its messages, and an idle dataset costs only its
+// entry. Committers running together share the partitions (assign.go): a
+// committer consumes its share, and the shares move when one joins or
+// dies. `cellguard partitions` shows who consumes what; `cellguard
+// partitions set N` changes n while everything keeps running.
 //
 // # Ordering
 //
-// Per dataset, transactions are decided in CG_TXN stream order: a worker
-// sorts each batch by stream sequence and checks that no undecided message
-// precedes it or lies between its members (after a start, a redelivery, a
-// pin change, a lost delivery or a fence) and otherwise resets the
-// consumer so delivery restarts, in order, at the oldest unacked message.
-// A batch is decided sequentially against the state that includes the
-// batch's earlier decisions, so group commit equals serial evaluation.
+// Per dataset, transactions are decided in CG_TXN stream order. A
+// partition delivers in stream order, and its loop sorts each dataset's
+// messages by stream sequence. Whenever a message of the dataset may be
+// elsewhere — after a start or a load, a redelivery, a pin change, a gap
+// in delivery sequences, during a change of the partition count, or while
+// messages staged before partitioning remain — the worker first reads
+// from the stream every undecided message of the dataset staged before
+// its batch (direct gets on the dataset's subjects), decides those first,
+// in order, and deletes them from CG_TXN once decided. A batch is decided
+// sequentially against the state that includes the batch's earlier
+// decisions, so group commit equals serial evaluation.
 //
 // # Commit point and acknowledgement
 //
@@ -41,8 +57,13 @@
 // A fenced append (another committer appended first) or an append whose
 // outcome is unknown rolls the in-memory state back, reads the log tail,
 // and re-decides what is still undecided. Committers can run as replicas:
-// the dataset's consumer pins one, and the fence keeps any other (or a
-// paused former leader) from writing. Safety never depends on the pin.
+// each partition's consumer pins one, and the fence keeps any other (or a
+// paused former owner) from writing. Safety never depends on the pin or
+// on the assignment of partitions.
+//
+// A dataset whose batch fails (its log unreachable, its state broken)
+// drops its state and hands its messages back with a growing delay; the
+// other datasets of its partition go on.
 //
 // A message with no usable identity (a body that does not decode, or
 // whose uuid is not a valid id, and no valid Nats-Msg-Id) is decided under

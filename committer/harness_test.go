@@ -340,3 +340,56 @@ func checkLog(t testing.TB, l []logged, staged []string) *table.Manifest {
 func runServer(t testing.TB) *natstest.Server {
 	return natstest.RunServer(t)
 }
+
+// partitionOf returns the partition of c that consumes ds, waiting for
+// it to start.
+func partitionOf(t testing.TB, c *Committer, ds string) *partition {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := c.partitionCount()
+		name := c.sc.PartitionConsumer(n, subject.Partition(ds, n))
+		c.partMu.Lock()
+		p := c.parts[name]
+		c.partMu.Unlock()
+		if p != nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no partition of this committer consumes %s", ds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pause makes c look like a paused process for ds: it stops pulling ds's
+// partition and stops announcing itself, while the batch in hand waits.
+func pause(t testing.TB, c *Committer, ds string) {
+	t.Helper()
+	if c.beacons != nil {
+		c.beacons.silent.Store(true)
+	}
+	partitionOf(t, c, ds).stopConsume()
+}
+
+// waitShared waits until the committers consume every partition between
+// them, each some.
+func waitShared(t testing.TB, cs ...*Committer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		total, each := 0, true
+		for _, c := range cs {
+			n := len(c.ownedPartitions())
+			total += n
+			each = each && n > 0
+		}
+		if each && total == cs[0].partitionCount() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions not shared: %d consumed in all, want %d", total, cs[0].partitionCount())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package committer
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -62,8 +63,8 @@ func lastErrDetail(err error) string {
 	return "; last error: " + err.Error()
 }
 
-// Readyz answers 200 when the committer is set up, connected, and every
-// dataset it serves is deciding (or idle: evicted, reloaded on demand);
+// Readyz answers 200 when the committer is set up, connected, consumes
+// every partition assigned to it, and every dataset it serves is deciding (or idle: evicted, reloaded on demand);
 // 503 otherwise, naming the datasets loading, retrying or stopped. The
 // body (JSON) lists each dataset's state.
 func (c *Committer) Readyz() http.Handler {
@@ -83,6 +84,8 @@ func (c *Committer) readyz() (health, int) {
 		h.Status, h.Detail = "not ready", "streams not set up (starting or stopped)"
 	case !c.nc.IsConnected():
 		h.Status, h.Detail = "not ready", "NATS connection down"
+	case c.startingPartitions() > 0:
+		h.Status, h.Detail = "not ready", fmt.Sprintf("%d partitions of this committer not consuming yet", c.startingPartitions())
 	default:
 		var waiting []string
 		for _, d := range h.Datasets {

@@ -1,82 +1,68 @@
 package committer
 
 import (
-	"context"
 	"time"
 )
 
-// A worker whose dataset saw no staged message for Config.IdleEvict drops
-// its state (head, window, change index, decided ids): most of what a
-// dataset costs in memory. Its consumer stays, so the next message
-// arrives as usual; the state is then loaded again from the newest
-// checkpoint and the log, exactly as at start.
+// Idle datasets and the cache budget.
+//
+// A dataset whose last message arrived more than Config.IdleEvict ago
+// drops its state (head, window, change index, decided ids): most of
+// what a dataset costs in memory. The next message of the dataset loads
+// it again from the newest checkpoint and the log, exactly as at start.
+// A dataset asked by the shared cache budget (budget.go) to drop its
+// caches does so at the next sweep, or before its next batch.
+//
+// Sweeps run on Run's goroutine every sweepEvery; a dataset busy with a
+// batch is skipped (and swept next time).
 
-// idleTimer fires once after a period without reset; a zero period never
-// fires.
-type idleTimer struct {
-	d time.Duration
-	t *time.Timer
-}
-
-func newIdleTimer(d time.Duration) *idleTimer {
-	it := &idleTimer{d: d}
-	if d > 0 {
-		it.t = time.NewTimer(d)
+// sweepEvery is how often idle datasets and cache requests are looked at.
+func sweepEvery(idle time.Duration) time.Duration {
+	if idle > 0 {
+		return min(max(idle/4, 10*time.Millisecond), 500*time.Millisecond)
 	}
-	return it
+	return 500 * time.Millisecond
 }
 
-// c returns the channel that fires; nil (never ready) when disabled.
-func (it *idleTimer) c() <-chan time.Time {
-	if it.t == nil {
-		return nil
-	}
-	return it.t.C
-}
-
-func (it *idleTimer) reset() {
-	if it.t != nil {
-		it.t.Reset(it.d)
-	}
-}
-
-func (it *idleTimer) stop() {
-	if it.t != nil {
-		it.t.Stop()
+// sweepDatasets evicts idle datasets and serves cache requests.
+func (c *Committer) sweepDatasets(now time.Time) {
+	for _, w := range c.workerList() {
+		if !w.mu.TryLock() {
+			continue
+		}
+		w.honorCacheRequest()
+		if c.cfg.IdleEvict > 0 && w.st != nil && now.Sub(w.active) > c.cfg.IdleEvict {
+			w.evictState()
+		}
+		w.mu.Unlock()
 	}
 }
 
 // evictState drops the dataset's state after inactivity.
 func (w *worker) evictState() {
-	if w.st == nil {
-		return
-	}
-	w.st.leaveBudget()
-	w.st = nil
+	w.dropState()
 	w.setStatus(DatasetIdle, "", "")
 	w.c.metrics.evictions.WithLabelValues(w.c.dsLabel(w.ds)).Inc()
 	w.c.log.Debug("idle dataset: state evicted", "dataset", w.ds)
 }
 
-// reloadIfEvicted loads the state again when a message arrives for an
-// evicted dataset.
-func (w *worker) reloadIfEvicted(ctx context.Context) error {
-	if w.st != nil {
-		return nil
+// dropState forgets the state; the next batch loads it again.
+func (w *worker) dropState() {
+	if w.st == nil {
+		return
 	}
-	w.setStatus(DatasetLoading, "", "")
-	if err := w.load(ctx); err != nil {
-		return err
-	}
-	w.setStatus(DatasetDeciding, "", "")
-	return nil
+	w.st.leaveBudget()
+	w.st = nil
 }
 
-// cacheRequests returns the channel on which the cache budget asks this
-// dataset to drop its caches; nil (never ready) without a state or budget.
-func (w *worker) cacheRequests() <-chan struct{} {
+// honorCacheRequest drops the caches when the budget asked for it.
+func (w *worker) honorCacheRequest() {
 	if w.st == nil || w.st.share == nil {
-		return nil
+		return
 	}
-	return w.st.share.requests()
+	select {
+	case <-w.st.share.requests():
+		w.st.dropCaches()
+	default:
+	}
 }

@@ -24,7 +24,7 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	s.deciding = true
 	defer func() { s.deciding = false }()
 	id, txn, op, decodeErr := s.identify(in)
-	if s.decided.has(id) {
+	if s.decided.has(id) || s.attemptDecided(in) {
 		return verdict{skip: true}
 	}
 	rec := &cellguardpb.Decision{Dataset: s.ds, TxnUuid: id, TxnSeq: in.seq, HeadVersion: s.headVersion()}
@@ -89,6 +89,9 @@ func fallbackID(in staged) string {
 // judge runs the protocol's checks in order. It returns the committed
 // verdict or the first rejection.
 func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+	if rej := s.deletedRejection(); rej != nil {
+		return verdict{}, rej
+	}
 	switch {
 	case !s.validName:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))
@@ -96,6 +99,9 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 		return verdict{}, reject(cellguardpb.Reason_TOO_LARGE, "transaction is %d bytes, the limit is %d", len(in.data), s.lim.maxTxnBytes)
 	case decodeErr != nil:
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
+	}
+	if rej := s.checkStager(in, rec); rej != nil {
+		return verdict{}, rej
 	}
 	if rej := checkReaders(s.cfg, op); rej != nil {
 		return verdict{}, rej

@@ -10,7 +10,6 @@ const (
 	metricLatency     = "cellguard_committer_decision_latency_seconds"
 	metricBatch       = "cellguard_committer_batch_size"
 	metricReadLag     = "cellguard_committer_read_lag_versions"
-	metricPending     = "cellguard_committer_pending_staged"
 	metricHead        = "cellguard_committer_head_version"
 	metricFencing     = "cellguard_committer_fencing_events_total"
 	metricAppendErr   = "cellguard_committer_append_errors_total"
@@ -21,6 +20,8 @@ const (
 	metricEvictions   = "cellguard_committer_idle_evictions_total"
 	metricHistLoads   = "cellguard_committer_history_rebuilds_total"
 	metricHistReads   = "cellguard_committer_history_reads_total"
+	metricPartitions  = "cellguard_committer_partitions"
+	metricPartPending = "cellguard_committer_partition_pending_staged"
 )
 
 type metrics struct {
@@ -28,7 +29,6 @@ type metrics struct {
 	latency     prometheus.Histogram   // staged (server timestamp) → decision appended
 	batch       prometheus.Histogram   // decisions per atomic batch
 	readLag     prometheus.Histogram   // head - read_version at decision time
-	pending     *prometheus.GaugeVec   // dataset
 	head        *prometheus.GaugeVec   // dataset
 	fencing     *prometheus.CounterVec // dataset
 	appendErr   *prometheus.CounterVec // dataset
@@ -42,6 +42,10 @@ type metrics struct {
 	// land a stale read: the work stale transactions cost.
 	historyLoads *prometheus.CounterVec // dataset
 	historyReads *prometheus.CounterVec // dataset
+	// partitions is how many partitions this committer consumes;
+	// partitionPending the messages not yet delivered, per partition.
+	partitions       prometheus.Gauge
+	partitionPending *prometheus.GaugeVec // partition
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -62,9 +66,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: metricReadLag, Help: "Versions between a transaction's read version and the head it was decided against.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096},
 		}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: metricPending, Help: "Staged transactions not yet delivered to the committer, per dataset.",
-		}, []string{"dataset"}),
 		head: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricHead, Help: "Latest committed version, per dataset.",
 		}, []string{"dataset"}),
@@ -96,7 +97,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: metricHistReads, Help: "Committed transactions read back from the decision log (rebuilding old manifests, landing stale reads).",
 		}, []string{"dataset"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.batch, m.readLag, m.pending, m.head,
+	m.partitions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPartitions, Help: "Partitions of the staging stream this committer consumes.",
+	})
+	m.partitionPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPartPending, Help: "Staged transactions not yet delivered to the committer, per partition it consumes.",
+	}, []string{"partition"})
+	for _, c := range []prometheus.Collector{m.partitions, m.partitionPending, m.decisions, m.latency, m.batch, m.readLag, m.head,
 		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

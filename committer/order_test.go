@@ -10,9 +10,10 @@ import (
 	"cellguard/internal/subject"
 )
 
-// orderWorker stages txns on ds and returns a loaded worker (not running)
-// with the staged messages fetched from its consumer, in stream order.
-func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worker, []jetstream.Msg, jetstream.JetStream) {
+// orderWorker stages txns on ds and returns a loaded worker (not
+// running) with the staged messages fetched from its partition's
+// consumer, in stream order, as items.
+func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worker, []item, jetstream.JetStream) {
 	t.Helper()
 	srv := runServer(t)
 	nc, js := natstest.Connect(t, srv.URL())
@@ -28,41 +29,54 @@ func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worke
 	if err := c.openStreams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.ensurePartitioned(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.cpw = newCheckpointWriter(c)
+	t.Cleanup(c.cpw.close)
 	w := newWorker(c, ds)
 	if err := w.load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	w.cp = newCheckpointer(c, ds)
-	t.Cleanup(w.cp.close)
-	if err := w.ensureConsumer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.stopConsume)
-	res, err := w.cons.Fetch(len(bodies), jetstream.FetchMaxWait(2*time.Second), jetstream.FetchPriorityGroup(subject.PriorityGroup))
+	n := c.partitionCount()
+	cons, err := c.txn.CreateOrUpdateConsumer(t.Context(), partitionConsumerConfig(c.cfg, c.sc, n, subject.Partition(ds, n)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []jetstream.Msg
-	for m := range res.Messages() {
-		msgs = append(msgs, m)
+	res, err := cons.Fetch(len(bodies), jetstream.FetchMaxWait(2*time.Second), jetstream.FetchPriorityGroup(subject.PriorityGroup))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return w, msgs, js
+	var items []item
+	for m := range res.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, item{staged: staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID), hdr: m.Headers()},
+			ds: ds, stamp: md.Timestamp, msg: m})
+	}
+	return w, items, js
 }
 
 // TestBatchOutOfStreamOrder: after a consumer leader change the server
 // redelivered 4..18 before 1..3 in one batch; deciding the batch in
 // arrival order skipped 1..3 as "at or below the last decided sequence"
-// and acked them without a decision.
+// and acked them without a decision. The partition sorts each dataset's
+// messages (byDataset) before its worker sees them.
 func TestBatchOutOfStreamOrder(t *testing.T) {
 	ds := "unordered"
 	ids := []string{newUUID(), newUUID(), newUUID()}
 	bodies := [][]byte{mustMarshal(t, createTxn(ids[0])), mustMarshal(t, appendTxn(ids[1], 1)), mustMarshal(t, appendTxn(ids[2], 1))}
-	w, msgs, js := orderWorker(t, ds, bodies, ids)
-	if len(msgs) != 3 {
-		t.Fatalf("fetched %d messages, want 3", len(msgs))
+	w, items, js := orderWorker(t, ds, bodies, ids)
+	if len(items) != 3 {
+		t.Fatalf("fetched %d messages, want 3", len(items))
 	}
-	batch := []jetstream.Msg{msgs[1], msgs[2], msgs[0]}
-	if err := w.process(t.Context(), batch); err != nil {
+	groups := byDataset([]item{items[1], items[2], items[0]})
+	if len(groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(groups))
+	}
+	if err := w.process(t.Context(), groups[0], 1); err != nil {
 		t.Fatal(err)
 	}
 	l := waitDecided(t, js, ds, 3, 5*time.Second)
@@ -70,25 +84,29 @@ func TestBatchOutOfStreamOrder(t *testing.T) {
 }
 
 // TestBatchWithInteriorGap: a batch whose members skip an undecided
-// message (its delivery was lost; it comes back later) must not be
-// decided: the skipped message would be acked without a decision later.
+// message (its delivery was lost, or went to another committer) must not
+// skip it: the skipped message would be acked without a decision later.
+// The worker reads it from the stream and decides it first, in order,
+// then removes it from CG_TXN.
 func TestBatchWithInteriorGap(t *testing.T) {
 	ds := "holey"
 	ids := []string{newUUID(), newUUID(), newUUID()}
 	bodies := [][]byte{mustMarshal(t, createTxn(ids[0])), mustMarshal(t, appendTxn(ids[1], 1)), mustMarshal(t, appendTxn(ids[2], 1))}
-	w, msgs, js := orderWorker(t, ds, bodies, ids)
-	if len(msgs) != 3 {
-		t.Fatalf("fetched %d messages, want 3", len(msgs))
+	w, items, js := orderWorker(t, ds, bodies, ids)
+	if len(items) != 3 {
+		t.Fatalf("fetched %d messages, want 3", len(items))
 	}
-	w.in = make(chan jetstream.Msg, 16)
-	// The delivery of msgs[1] was "lost"; 0 and 2 arrive.
-	if err := w.process(t.Context(), []jetstream.Msg{msgs[0], msgs[2]}); err != nil {
+	// The delivery of items[1] was "lost"; 0 and 2 arrive.
+	if err := w.process(t.Context(), []item{items[0], items[2]}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if l := readLog(t, js, ds); len(l) != 0 {
-		t.Fatalf("%d decisions appended across a gap, want 0 (redelivery in order)", len(l))
+	l := waitDecided(t, js, ds, 3, 5*time.Second)
+	checkLog(t, l, ids)
+	txn, err := js.Stream(t.Context(), "CG_TXN")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !w.needGap {
-		t.Error("needGap not set after a gap")
+	if _, err := txn.GetMsg(t.Context(), items[1].seq); err == nil {
+		t.Error("the message read to close the gap is still staged after its decision")
 	}
 }

@@ -96,7 +96,6 @@ func (oc *ownerCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		} else {
 			c.metrics.head.DeleteLabelValues(ds)
-			c.metrics.pending.DeleteLabelValues(ds)
 		}
 		ch <- prometheus.MustNewConstMetric(oc.desc, prometheus.GaugeValue, v, ds)
 	}

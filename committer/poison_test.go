@@ -218,15 +218,22 @@ func forgedRecord(t *testing.T, txnSeq uint64) (*nats.Msg, string) {
 	return m, id
 }
 
-// TestFailedWorkerStatus: an ordinary failure is reported as retrying
-// and returned for a restart; it does not park the worker.
+// TestFailedWorkerStatus: an ordinary failure is reported as retrying,
+// drops the state and holds the dataset's messages back for a growing
+// pause; it does not stop the dataset.
 func TestFailedWorkerStatus(t *testing.T) {
-	w := newWorker(nil, "flaky")
+	w := newWorker(&Committer{log: testLogger()}, "flaky")
 	boom := errors.New("stream info: timeout")
-	if err := w.failed(t.Context(), boom); !errors.Is(err, boom) {
-		t.Fatalf("failed returned %v, want the error back", err)
-	}
-	if s := w.status.Load(); s == nil || s.State != DatasetRetrying || s.Reason != reasonFailed || !strings.Contains(s.Detail, "timeout") {
-		t.Errorf("status %+v, want retrying with the error", s)
+	for i := range 3 {
+		before := time.Now()
+		if err := w.failed(t.Context(), boom, nil); err != nil {
+			t.Fatalf("failed returned %v, want nil (handled)", err)
+		}
+		if s := w.status.Load(); s == nil || s.State != DatasetRetrying || s.Reason != reasonFailed || !strings.Contains(s.Detail, "timeout") {
+			t.Errorf("status %+v, want retrying with the error", s)
+		}
+		if want := before.Add(workerRestart.Delay(i)); w.retryAt.Before(want) || w.stopped {
+			t.Errorf("failure %d: retry at %v (stopped %v), want ≥ %v", i, w.retryAt, w.stopped, want)
+		}
 	}
 }

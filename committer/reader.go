@@ -28,6 +28,7 @@ type DatasetInfo struct {
 	Name     string
 	Head     uint64 // the head version
 	Rejected uint64 // rejected decisions
+	Deleted  bool   // the log holds the dataset's tombstone
 }
 
 // NewReader opens the decision log of the deployment with the given prefix.
@@ -64,10 +65,13 @@ func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 			d = &DatasetInfo{Name: ds}
 			byName[ds] = d
 		}
-		if o == subject.Committed {
+		switch o {
+		case subject.Committed:
 			d.Head = n
-		} else {
+		case subject.Rejected:
 			d.Rejected = n
+		case subject.Deleted:
+			d.Deleted = true
 		}
 	}
 	out := make([]DatasetInfo, 0, len(byName))

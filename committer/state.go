@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
@@ -17,6 +19,9 @@ type staged struct {
 	seq   uint64 // CG_TXN stream sequence
 	data  []byte // the body: Lance Transaction bytes, or anything a producer sent
 	msgID string // Nats-Msg-Id header, if any
+
+	// hdr holds every header, for the stager's own (refusal.go).
+	hdr nats.Header
 }
 
 // verdict is the decision core's answer for one staged message.
@@ -96,6 +101,9 @@ type state struct {
 	// cfg is the dataset's configuration, from its first committed
 	// record (readers.go); nil before creation.
 	cfg *cellguardpb.DatasetConfig
+	// deleted is the dataset's tombstone once the log holds one
+	// (tombstone.go); nil while it lives.
+	deleted *tombstone
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -255,6 +263,7 @@ func contentError(err error) bool {
 
 // noteLogged folds a log record's identity and sequences into the state.
 func (s *state) noteLogged(r declog.Record) {
+	s.noteTombstone(r)
 	s.decided.add(r.TxnID)
 	s.lastDecSeq = r.Seq
 	if r.TxnSeq > s.lastTxnSeq {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"cellguard/internal/retry"
 )
 
 // errUntrustedLog reports a record of a dataset's decision log that the
@@ -90,25 +92,41 @@ func (w *worker) setStatus(s DatasetState, reason, detail string) {
 	w.status.Store(&DatasetStatus{Dataset: w.ds, State: s, Reason: reason, Detail: detail, Since: time.Now()})
 }
 
-// failed handles an error that ends the worker's run. When err says the
-// decision log cannot be trusted, it parks the worker: it stops consuming
-// (nothing is acked), reports the dataset stopped and waits for ctx, so
-// the worker is not restarted in a loop. Any other error is reported
-// (retrying) and returned for the usual restart.
-func (w *worker) failed(ctx context.Context, err error) error {
-	if !errors.Is(err, errUntrustedLog) {
-		if err != nil && ctx.Err() == nil {
-			w.setStatus(DatasetRetrying, reasonFailed, err.Error())
-		}
+// failed handles an error that ended a batch of the dataset. The state
+// is dropped (the next batch reloads it from the checkpoint and the log)
+// and the batch's messages are handed back with a delay that grows with
+// consecutive failures (workerRestart), so a dataset that keeps failing
+// costs its partition almost nothing. When err says the decision log
+// cannot be trusted, the dataset stops instead: nothing is decided or
+// acked for it until the committer restarts, and its messages come back
+// only every stoppedRedelivery. An injected crash is returned.
+func (w *worker) failed(ctx context.Context, err error, items []item) error {
+	if errors.Is(err, errCrash) {
+		w.c.signalFatal(err)
 		return err
 	}
-	w.stopConsume()
-	w.nakBuffered()
-	w.setStatus(DatasetStopped, reasonUntrustedLog, err.Error())
-	w.c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(1)
-	w.c.log.Error("dataset stopped: its decision log holds a record that cannot be trusted; nothing is decided or acked for it until the log is repaired and the committer restarted",
-		"dataset", w.ds, "err", err)
-	<-ctx.Done()
-	w.c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(0)
+	w.dropState()
+	if errors.Is(err, errUntrustedLog) {
+		w.stopped = true
+		nakItems(items, stoppedRedelivery)
+		w.setStatus(DatasetStopped, reasonUntrustedLog, err.Error())
+		w.c.metrics.stopped.WithLabelValues(w.ds, reasonUntrustedLog).Set(1)
+		w.c.log.Error("dataset stopped: its decision log holds a record that cannot be trusted; nothing is decided or acked for it until the log is repaired and the committer restarted",
+			"dataset", w.ds, "err", err)
+		return nil
+	}
+	pause := workerRestart.Delay(w.failures)
+	w.failures++
+	w.retryAt = time.Now().Add(pause)
+	nakItems(items, pause)
+	if ctx.Err() == nil {
+		w.setStatus(DatasetRetrying, reasonFailed, err.Error())
+		w.c.log.Error("dataset failed; retrying", "dataset", w.ds, "attempt", w.failures, "pause", pause, "err", err)
+	}
 	return nil
 }
+
+// workerRestart paces the retries of a failed dataset: one that fails
+// again right after (a broken committed state, an unreachable log) backs
+// off up to Max instead of spinning.
+var workerRestart = retry.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}

@@ -86,7 +86,7 @@ func (s *strays) reject(ctx context.Context, m *jetstream.RawStreamMsg) error {
 	st := w.st
 	if m.Sequence > st.lastTxnSeq {
 		mk := st.mark()
-		v := st.decide(ctx, staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID)})
+		v := st.decide(ctx, staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID), hdr: m.Header})
 		if v.broken != nil {
 			st.rollback(mk)
 			return fmt.Errorf("committer: stray message %d: %w", m.Sequence, v.broken)

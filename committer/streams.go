@@ -34,10 +34,12 @@ func StreamConfigs(cfg Config) (txn, dec jetstream.StreamConfig) {
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
 		AllowDirect: true,
-		// One durable consumer per dataset; lift the server's default cap
-		// of 1,000 consumers per stream.
+		// One durable consumer per partition (partition.go), of the
+		// current partition count and of earlier ones being drained.
 		MaxConsumers: -1,
 	}
+	src, dest := sc.TxnPartitionMapping(cfg.Partitions)
+	txn.SubjectTransform = &jetstream.SubjectTransformConfig{Source: src, Destination: dest}
 	dec = jetstream.StreamConfig{
 		Name:               sc.DecStream(),
 		Description:        "cellguard decision log (source of truth)",

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,95 +19,104 @@ import (
 	"cellguard/proto/cellguardpb"
 )
 
-// worker owns one dataset: its state, its consumer, its checkpoints. All
-// of its methods run on its one goroutine (run), apart from the consume
-// callback, which only hands messages over a channel, and the checkpoint
-// writer, which only reads immutable manifests.
+// worker owns one dataset: its state, its cursor, its failures. It has
+// no goroutine and no consumer of its own: the partition loops hand it
+// its messages (handle), one call at a time (mu), so a dataset costs
+// memory only for its state, and nothing at all once evicted.
 type worker struct {
-	c     *Committer
-	ds    string
-	st    *state
-	in    chan jetstream.Msg
-	cons  jetstream.Consumer
-	cc    jetstream.ConsumeContext
-	quit  chan struct{} // closed to release a blocked consume callback
-	pinID string
-	// needGap asks for a check that no undecided message precedes the next
-	// batch (after start, a reset, a fence or a pin change).
-	needGap bool
+	c  *Committer
+	ds string
+	mu sync.Mutex // held by handle and by the sweeps
+	st *state     // nil until loaded, and after an eviction or a failure
 	// cursor is the highest CG_TXN sequence handled (decided or skipped).
 	cursor uint64
-	// lastCseq is the consumer (delivery) sequence of the last message
-	// received, 0 when unknown: a jump means a delivery never reached us.
-	lastCseq uint64
-	cp       *checkpointer
-	// status is what DatasetStatuses reports; set by run.
+	// epoch is the partition epoch of the last batch handled: a batch from
+	// another epoch first checks that no undecided message precedes it.
+	epoch uint64
+	// active is when a message last arrived, for idle eviction.
+	active time.Time
+	// failures counts consecutive failed batches; until retryAt, the
+	// dataset's messages are handed back to wait.
+	failures int
+	retryAt  time.Time
+	stopped  bool // the decision log cannot be trusted: see errUntrustedLog
+	// status is what DatasetStatuses reports.
 	status atomic.Pointer[DatasetStatus]
-	pin    atomic.Value // string: pinID, for the beacons
 }
 
 func newWorker(c *Committer, ds string) *worker {
 	return &worker{c: c, ds: ds}
 }
 
-// run loads the dataset's state, consumes its staged messages and decides
-// them until ctx is done (nil) or something fails (an error; the caller
-// restarts the worker from scratch).
-func (w *worker) run(ctx context.Context) error {
-	c := w.c
-	w.setStatus(DatasetLoading, "", "")
-	if err := w.load(ctx); err != nil {
-		return w.failed(ctx, err)
+// item is one staged message to decide: delivered by a partition
+// consumer (msg set), or read from the stream to close a gap (msg nil:
+// it is deleted from CG_TXN once decided, since no consumer of ours
+// holds it).
+type item struct {
+	staged
+	ds          string
+	stamp       time.Time // when it was staged (server time)
+	msg         jetstream.Msg
+	redelivered bool
+}
+
+// sortItems orders items by CG_TXN sequence.
+func sortItems(items []item) {
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
+}
+
+// stoppedRedelivery is how long the messages of a stopped dataset wait
+// before they are delivered (and handed back) again.
+const stoppedRedelivery = 30 * time.Second
+
+// handle decides a dataset's messages from one partition batch, sorted
+// by stream sequence. A dataset that cannot decide (its state does not
+// load, the log is unreachable, it is stopped) hands its messages back
+// with a delay and never holds up the partition's other datasets. Only
+// an injected crash is returned.
+func (w *worker) handle(ctx context.Context, items []item, epoch uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	w.active = now
+	w.c.owned.delivered(w.ds, now)
+	switch {
+	case w.stopped:
+		nakItems(items, stoppedRedelivery)
+		return nil
+	case now.Before(w.retryAt):
+		nakItems(items, w.retryAt.Sub(now))
+		return nil
 	}
-	w.cp = newCheckpointer(c, w.ds)
-	defer w.cp.close()
-	if err := w.ensureConsumer(ctx); err != nil {
-		return w.failed(ctx, err)
+	err := w.ensureLoaded(ctx)
+	if err == nil {
+		err = w.process(ctx, items, epoch)
 	}
-	if c.cfg.TakeoverOnStart {
-		w.takeover(ctx)
+	if err != nil {
+		return w.failed(ctx, err, items)
 	}
-	w.in = make(chan jetstream.Msg, 2*c.cfg.MaxAckPending)
-	if err := w.consume(); err != nil {
-		return w.failed(ctx, err)
-	}
-	defer func() { w.stopConsume() }()
+	w.failures = 0
 	w.setStatus(DatasetDeciding, "", "")
-	c.setGauge(c.metrics.head, w.ds, float64(w.st.headVersion()))
-	batch := make([]jetstream.Msg, 0, c.cfg.BatchSize)
-	idle := newIdleTimer(c.cfg.IdleEvict)
-	defer idle.stop()
-	for {
-		select {
-		case <-ctx.Done():
-			w.stopConsume()
-			w.nakBuffered()
-			return nil
-		case <-idle.c():
-			w.evictState()
-			continue
-		case <-w.cacheRequests():
-			w.st.dropCaches()
-			continue
-		case m := <-w.in:
-			batch = append(batch[:0], m)
+	return nil
+}
+
+// ensureLoaded loads the state when there is none (first message, after
+// an eviction or a failure).
+func (w *worker) ensureLoaded(ctx context.Context) error {
+	if w.st != nil {
+		return nil
+	}
+	w.setStatus(DatasetLoading, "", "")
+	return w.load(ctx)
+}
+
+// nakItems hands delivered messages back, to be delivered again after
+// delay.
+func nakItems(items []item, delay time.Duration) {
+	for _, it := range items {
+		if it.msg != nil {
+			_ = it.msg.NakWithDelay(delay)
 		}
-		if err := w.reloadIfEvicted(ctx); err != nil {
-			return w.failed(ctx, err)
-		}
-	drain:
-		for len(batch) < c.cfg.BatchSize {
-			select {
-			case m := <-w.in:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		if err := w.process(ctx, batch); err != nil {
-			return w.failed(ctx, err)
-		}
-		idle.reset()
 	}
 }
 
@@ -130,167 +141,108 @@ func (w *worker) load(ctx context.Context) error {
 	st.fitBudget()
 	w.st = st
 	w.cursor = st.lastTxnSeq
-	w.needGap = true
-	w.lastCseq = 0
+	w.epoch = 0 // the next batch checks for gaps
+	c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
 	return nil
 }
 
-func (w *worker) ensureConsumer(ctx context.Context) error {
-	c := w.c
-	cfg := jetstream.ConsumerConfig{
-		Durable:        c.sc.Consumer(w.ds),
-		Description:    "cellguard committer for dataset " + w.ds,
-		FilterSubject:  c.sc.Txn(w.ds),
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		MaxAckPending:  c.cfg.MaxAckPending,
-		AckWait:        c.cfg.AckWait,
-		MaxDeliver:     -1,
-		PriorityGroups: []string{subject.PriorityGroup},
-		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PinnedTTL:      c.cfg.PinnedTTL,
-	}
-	cons, err := c.txn.CreateOrUpdateConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("committer: consumer for %s: %w", w.ds, err)
-	}
-	w.cons = cons
-	return nil
-}
+// maxFill bounds the messages one gap check reads from the stream; the
+// rest of a longer gap is read by the next batch.
+const maxFill = 256
 
-// takeover moves the pin to this committer and redelivers what a dead
-// predecessor held.
-func (w *worker) takeover(ctx context.Context) {
-	name := w.c.sc.Consumer(w.ds)
-	_ = w.c.txn.UnpinConsumer(ctx, name, subject.PriorityGroup) // not pinned is fine
-	if _, err := w.c.txn.ResetConsumer(ctx, name); err != nil {
-		w.c.log.Warn("takeover: reset consumer", "dataset", w.ds, "err", err)
+// fillGaps returns items together with every undecided message of the
+// dataset staged before the last of them that is not among them,
+// sorted: messages delivered to another committer before a pin change,
+// lost on the way, waiting for a redelivery, staged under another
+// partition count or before CG_TXN was partitioned. Deciding them here,
+// in order, is what keeps a dataset's decisions in staging order
+// whatever the consumers deliver. With no items it reads every
+// undecided message (a drain). When a gap is longer than maxFill, the
+// items after the part read are handed back for later.
+func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
+	top := uint64(math.MaxUint64)
+	if len(items) > 0 {
+		top = items[len(items)-1].seq
 	}
-}
-
-func (w *worker) consume() error {
-	in, quit := w.in, make(chan struct{})
-	// The callback never blocks a stop: stopConsume closes quit before it
-	// waits for the consume context to close.
-	cc, err := w.cons.Consume(func(m jetstream.Msg) {
-		select {
-		case in <- m:
-		case <-quit:
-		}
-	},
-		jetstream.PullPriorityGroup(subject.PriorityGroup),
-		jetstream.PullExpiry(w.c.cfg.PullExpiry),
-		jetstream.PullMaxMessages(w.c.cfg.BatchSize),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				w.c.log.Debug("consume", "dataset", w.ds, "err", err)
+	have := make(map[uint64]bool, len(items))
+	for _, it := range items {
+		have[it.seq] = true
+	}
+	from := max(w.cursor, w.st.lastTxnSeq) + 1
+	var extra []item
+	capped := uint64(math.MaxUint64) // the last sequence read where a filter hit maxFill
+	for _, filter := range w.c.stagedFilters(w.ds) {
+		read := 0
+		for next := from; ; read++ {
+			if read == maxFill {
+				capped = min(capped, next-1)
+				break
 			}
-		}))
-	if err != nil {
-		return fmt.Errorf("committer: consume %s: %w", w.ds, err)
-	}
-	w.cc, w.quit = cc, quit
-	return nil
-}
-
-func (w *worker) stopConsume() {
-	if w.cc != nil {
-		close(w.quit)
-		w.cc.Stop()
-		<-w.cc.Closed()
-		w.cc = nil
-	}
-}
-
-// nakBuffered hands back the messages received but not decided.
-func (w *worker) nakBuffered() {
-	for {
-		select {
-		case m := <-w.in:
-			_ = m.Nak()
-		default:
-			return
+			m, err := w.c.getStaged(ctx, next, filter)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("committer: gap check for %s: %w", w.ds, err)
+			}
+			if m.Sequence > top {
+				break
+			}
+			if !have[m.Sequence] {
+				have[m.Sequence] = true
+				extra = append(extra, item{
+					staged: staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID), hdr: m.Header},
+					ds:     w.ds, stamp: m.Time,
+				})
+			}
+			next = m.Sequence + 1
 		}
 	}
+	if len(extra) == 0 {
+		return items, nil
+	}
+	w.c.log.Info("undecided messages before the batch; deciding them first, in order", "dataset", w.ds, "read", len(extra))
+	all := append(extra, items...)
+	sortItems(all)
+	// Past a capped filter's last read sequence, messages of that filter
+	// may be missing: hand back everything after it for later.
+	cut := len(all)
+	for i, it := range all {
+		if it.seq > capped {
+			cut = i
+			break
+		}
+	}
+	nakItems(all[cut:], 100*time.Millisecond)
+	return all[:cut], nil
 }
 
-// restart drops everything buffered, resets the consumer so delivery
-// starts again at the oldest unacked message, in order, and consumes anew.
-func (w *worker) restart(ctx context.Context) error {
-	w.stopConsume()
-	for len(w.in) > 0 {
-		<-w.in
-	}
-	if _, err := w.c.txn.ResetConsumer(ctx, w.c.sc.Consumer(w.ds)); err != nil {
-		return fmt.Errorf("committer: reset consumer of %s: %w", w.ds, err)
-	}
-	w.needGap = true
-	w.lastCseq = 0
-	return w.consume()
-}
-
-// process decides one batch: skip what is decided, decide the rest in
-// order, append the decisions as one fenced atomic batch, then ack.
+// process decides one dataset's messages: skip what is decided, decide
+// the rest in order, append the decisions as one fenced batch, then ack.
 //
 // The batch in hand is finished even if ctx ends meanwhile (its I/O runs
 // on a context without cancellation); only retries stop when ctx is done,
-// handing the batch back.
-func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
+// handing the rest back.
+func (w *worker) process(runCtx context.Context, items []item, epoch uint64) error {
 	c := w.c
 	ctx := context.WithoutCancel(runCtx)
-	ins := make([]staged, len(batch))
-	stamps := make([]time.Time, len(batch))
-	redelivered, pinChanged, lostDelivery := false, false, false
-	var pending uint64
-	for i, m := range batch {
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("committer: metadata: %w", err)
-		}
-		ins[i] = staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID)}
-		stamps[i] = md.Timestamp
-		redelivered = redelivered || md.NumDelivered > 1
-		if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" && pin != w.pinID {
-			pinChanged, w.pinID = w.pinID != "", pin
-			w.pin.Store(pin)
-			select {
-			case c.pinKick <- struct{}{}:
-			default:
-			}
-		}
-		if w.lastCseq != 0 && md.Sequence.Consumer != w.lastCseq+1 {
-			lostDelivery = true
-		}
-		w.lastCseq = md.Sequence.Consumer
-		pending = md.NumPending
+	check := epoch != w.epoch || c.multiSource()
+	for _, it := range items {
+		check = check || it.redelivered
 	}
-	c.setGauge(c.metrics.pending, w.ds, float64(pending))
-	c.owned.delivered(w.ds, time.Now())
-	// Deciding skips (acks without a decision) every message at or below
-	// the highest staging sequence decided so far, so a batch must be
-	// decided in stream order and must not skip over an undecided message
-	// that will arrive later. Deliveries are not in stream order after a
-	// redelivery (the server redelivers pending messages in its own
-	// order, e.g. 4..18 before 1..3 after a consumer leader change) and a
-	// delivery can be lost on the way (a pull to a killed server): sort
-	// the batch, and check it for gaps whenever that may have happened.
-	sortByStreamSeq(batch, ins, stamps)
-	if w.needGap || redelivered || pinChanged || lostDelivery {
-		gap, err := w.gapBefore(ctx, ins)
-		if err != nil {
+	if check {
+		var err error
+		if items, err = w.fillGaps(ctx, items); err != nil {
 			return err
 		}
-		if gap {
-			return w.restart(ctx)
-		}
-		w.needGap = false
+		w.epoch = epoch
+	}
+	if len(items) == 0 {
+		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := w.decideAndAppend(ctx, batch, ins, stamps)
-		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) {
-			return err
-		}
-		if errors.Is(err, errUntrustedLog) {
+		err := w.decideAndAppend(ctx, items)
+		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) || errors.Is(err, errUntrustedLog) {
 			return err
 		}
 		switch {
@@ -308,8 +260,8 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 		}
 		if errors.Is(err, ErrFenced) || attempt >= 20 || runCtx.Err() != nil {
 			// Someone else is deciding: hand back what is still undecided.
-			w.ackDecided(batch, ins, true)
-			w.needGap = true
+			w.ackDecided(items)
+			w.epoch = 0
 			return nil
 		}
 		// The batch in hand is finished even when runCtx ends: pause on
@@ -318,80 +270,25 @@ func (w *worker) process(runCtx context.Context, batch []jetstream.Msg) error {
 	}
 }
 
-// sortByStreamSeq orders a batch (and its parallel slices) by CG_TXN
-// sequence.
-func sortByStreamSeq(batch []jetstream.Msg, ins []staged, stamps []time.Time) {
-	if slices.IsSortedFunc(ins, func(a, b staged) int { return cmp.Compare(a.seq, b.seq) }) {
-		return
-	}
-	order := make([]int, len(ins))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ins[a].seq, ins[b].seq) })
-	b2, i2, s2 := slices.Clone(batch), slices.Clone(ins), slices.Clone(stamps)
-	for k, j := range order {
-		batch[k], ins[k], stamps[k] = b2[j], i2[j], s2[j]
-	}
-}
-
-// gapBefore reports whether an undecided staged message of the dataset
-// precedes a batch member: the next message on the dataset's subject after
-// the cursor is not the batch's first one, or after a member not the next
-// member. ins is sorted by sequence.
-func (w *worker) gapBefore(ctx context.Context, ins []staged) (bool, error) {
-	prev := w.cursor
-	for _, in := range ins {
-		if in.seq <= prev {
-			continue // handled already, or a duplicate delivery
-		}
-		gap, err := w.gapBetween(ctx, prev, in.seq)
-		if gap || err != nil {
-			return gap, err
-		}
-		prev = in.seq
-	}
-	return false, nil
-}
-
-// gapBetween reports whether a message on the dataset's subject lies
-// strictly between sequences after and next.
-func (w *worker) gapBetween(ctx context.Context, after, next uint64) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m, err := w.c.txn.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(w.c.sc.Txn(w.ds)))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("committer: gap check for %s: %w", w.ds, err)
-	}
-	if m.Sequence < next {
-		w.c.log.Info("undecided message before batch member; redelivering in order", "dataset", w.ds, "next", m.Sequence, "member", next)
-		return true, nil
-	}
-	return false, nil
-}
-
 // decideAndAppend is one attempt at a batch. On error the state is rolled
 // back to what it was before the attempt.
-func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins []staged, stamps []time.Time) error {
+func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 	c, st := w.c, w.st
 	m := st.mark()
 	var recs []*cellguardpb.Decision
 	var verdicts []verdict
 	var idx []int
-	for i, in := range ins {
+	for i, in := range items {
 		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
 			// Decided already (a redelivery): ack only, once the log
 			// agrees that this very message has a decision.
-			if err := st.checkDecided(in); err != nil {
+			if err := st.checkDecided(in.staged); err != nil {
 				st.rollback(m)
 				return fmt.Errorf("%s: %w", w.ds, err)
 			}
 			continue
 		}
-		v := st.decide(ctx, in)
+		v := st.decide(ctx, in.staged)
 		if v.broken != nil {
 			st.rollback(m)
 			return fmt.Errorf("%s: staged message %d: %w", w.ds, in.seq, v.broken)
@@ -425,7 +322,7 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		now := time.Now()
 		for j, r := range recs {
 			c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
-			c.metrics.latency.Observe(now.Sub(stamps[idx[j]]).Seconds())
+			c.metrics.latency.Observe(now.Sub(items[idx[j]].stamp).Seconds())
 			if r.ReadVersion > 0 {
 				c.metrics.readLag.Observe(float64(verdicts[j].lag))
 			}
@@ -433,15 +330,15 @@ func (w *worker) decideAndAppend(ctx context.Context, batch []jetstream.Msg, ins
 		c.metrics.batch.Observe(float64(len(recs)))
 		c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
 	}
-	for i, msg := range batch {
-		_ = msg.Ack()
-		if i == len(batch)/2 && len(batch) > 1 {
+	for i, it := range items {
+		w.c.settle(ctx, it)
+		if i == len(items)/2 && len(items) > 1 {
 			if err := c.step(StepPartialAck, w.ds); err != nil {
 				return err
 			}
 		}
 	}
-	for _, in := range ins {
+	for _, in := range items {
 		w.cursor = max(w.cursor, in.seq)
 	}
 	if err := c.step(StepAcked, w.ds); err != nil {
@@ -493,15 +390,15 @@ func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.
 	return seqs, nil
 }
 
-// ackDecided acks the batch messages that now have a decision; the others
-// are nak'ed (handed to whoever is pinned) when nak is set.
-func (w *worker) ackDecided(batch []jetstream.Msg, ins []staged, nak bool) {
-	for i, m := range batch {
+// ackDecided settles the messages that now have a decision and hands
+// the others back (to whoever is pinned).
+func (w *worker) ackDecided(items []item) {
+	for _, it := range items {
 		switch {
-		case ins[i].seq <= w.st.lastTxnSeq:
-			_ = m.Ack()
-		case nak:
-			_ = m.Nak()
+		case it.seq <= w.st.lastTxnSeq:
+			w.c.settle(context.Background(), it)
+		case it.msg != nil:
+			_ = it.msg.Nak()
 		}
 	}
 }

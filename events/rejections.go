@@ -31,6 +31,10 @@ var (
 	// permission; Run returns it at once (a *natsperm.Error naming the
 	// subject).
 	ErrPermission = natsperm.ErrPermission
+	// ErrDatasetDeleted is matched by a delivered rejection whose dataset
+	// was deleted (reason DATASET_DELETED): a handler should return
+	// ErrDrop, since no recomputation can commit.
+	ErrDatasetDeleted = rejection.ErrDatasetDeleted
 )
 
 // RejectionsConfig configures a feed of rejected transactions.

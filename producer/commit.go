@@ -292,21 +292,29 @@ func (c *Client) pending(ctx context.Context, ds, txnID string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	seq := uint64(1)
-	for range c.cfg.MaxScan {
-		m, err := txnStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.sc.Txn(ds)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
+	// The committer's stream stores a staged message under its partition
+	// (subject.StagedFilters), or under the staging subject itself if it
+	// was staged before the stream was partitioned.
+	scanned := 0
+	for _, filter := range c.sc.StagedFilters(ds) {
+		for seq := uint64(1); ; scanned++ {
+			if scanned >= c.cfg.MaxScan {
+				return false, fmt.Errorf("producer: look for staged txn %s: more than %d staged messages: %w", txnID, c.cfg.MaxScan, ErrOutcomeUnknown)
+			}
+			m, err := txnStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return false, fmt.Errorf("producer: look for staged txn %s: %w", txnID, err)
+			}
+			if id := m.Header.Get(subject.HdrMsgID); id == txnID || (id == "" && bodyUUID(m.Data) == txnID) {
+				return true, nil
+			}
+			seq = m.Sequence + 1
 		}
-		if err != nil {
-			return false, fmt.Errorf("producer: look for staged txn %s: %w", txnID, err)
-		}
-		if id := m.Header.Get(subject.HdrMsgID); id == txnID || (id == "" && bodyUUID(m.Data) == txnID) {
-			return true, nil
-		}
-		seq = m.Sequence + 1
 	}
-	return false, fmt.Errorf("producer: look for staged txn %s: more than %d staged messages: %w", txnID, c.cfg.MaxScan, ErrOutcomeUnknown)
+	return false, nil
 }
 
 func bodyUUID(b []byte) string {

@@ -16,6 +16,10 @@ var (
 	ErrRejected           = rejection.ErrRejected
 	ErrPreconditionFailed = rejection.ErrPreconditionFailed
 	ErrRetryable          = rejection.ErrRetryable
+	// ErrDatasetDeleted is matched by the rejection of a transaction
+	// staged to a deleted dataset (reason DATASET_DELETED): stop working
+	// on it, nothing will commit.
+	ErrDatasetDeleted = rejection.ErrDatasetDeleted
 
 	// ErrOutcomeUnknown reports a Commit or Outcome that ended (deadline,
 	// cancellation, lost connection) before the decision was seen. The

@@ -7,8 +7,9 @@
 // An *Error carries the reason, the committer's message and, for a failed
 // precondition, every protected cell group that changed with the version
 // and transaction that changed it. errors.Is matches ErrRejected always,
-// ErrPreconditionFailed for PRECONDITION_FAILED, and ErrRetryable for the
-// reasons a recomputation from a newer version may turn into a commit.
+// ErrPreconditionFailed for PRECONDITION_FAILED, ErrDatasetDeleted for
+// DATASET_DELETED, and ErrRetryable for the reasons a recomputation from a
+// newer version may turn into a commit.
 package rejection
 
 import (
@@ -32,8 +33,12 @@ var (
 	ErrPreconditionFailed = errors.New("precondition failed")
 	// ErrRetryable is matched by a rejection that a recomputation from a
 	// newer version may turn into a commit (PRECONDITION_FAILED,
-	// CONFLICT_RETRYABLE, READ_VERSION_TOO_OLD, INTERNAL).
+	// CONFLICT_RETRYABLE, READ_VERSION_TOO_OLD, INTERNAL, VERSION_MOVED).
 	ErrRetryable = errors.New("retryable")
+	// ErrDatasetDeleted is matched by a rejection whose reason is
+	// DATASET_DELETED: an admin deleted the dataset (`cellguard dataset
+	// delete`), and nothing will ever commit to it again.
+	ErrDatasetDeleted = errors.New("dataset deleted")
 )
 
 // Error is a rejection decided by the committer. Find it with errors.As; errors.Is matches ErrRejected, and ErrPreconditionFailed or
@@ -64,8 +69,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrRejected, or ErrPreconditionFailed or
-// ErrRetryable for the reasons they stand for.
+// Is reports whether target is ErrRejected, or ErrPreconditionFailed,
+// ErrDatasetDeleted or ErrRetryable for the reasons they stand for.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrRejected:
@@ -74,6 +79,8 @@ func (e *Error) Is(target error) bool {
 		return e.Reason == cellguardpb.Reason_PRECONDITION_FAILED
 	case ErrRetryable:
 		return Retryable(e.Reason)
+	case ErrDatasetDeleted:
+		return e.Reason == cellguardpb.Reason_DATASET_DELETED
 	}
 	return false
 }
@@ -83,7 +90,7 @@ func (e *Error) Is(target error) bool {
 func Retryable(reason cellguardpb.Reason) bool {
 	switch reason {
 	case cellguardpb.Reason_PRECONDITION_FAILED, cellguardpb.Reason_CONFLICT_RETRYABLE,
-		cellguardpb.Reason_READ_VERSION_TOO_OLD, cellguardpb.Reason_INTERNAL:
+		cellguardpb.Reason_READ_VERSION_TOO_OLD, cellguardpb.Reason_INTERNAL, cellguardpb.Reason_VERSION_MOVED:
 		return true
 	}
 	return false

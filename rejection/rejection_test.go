@@ -21,6 +21,7 @@ func TestFromDecisionMatches(t *testing.T) {
 		{cellguardpb.Reason_INTERNAL, false, true},
 		{cellguardpb.Reason_CONFLICT_INCOMPATIBLE, false, false},
 		{cellguardpb.Reason_INVALID_TRANSACTION, false, false},
+		{cellguardpb.Reason_DATASET_DELETED, false, false},
 	} {
 		e := rejection.FromDecision(&cellguardpb.Decision{Dataset: "ds", TxnUuid: "u", Reason: c.reason})
 		var err error = fmt.Errorf("commit: %w", e)
@@ -32,6 +33,9 @@ func TestFromDecisionMatches(t *testing.T) {
 		}
 		if got := errors.Is(err, rejection.ErrRetryable); got != c.try {
 			t.Errorf("%s: matches ErrRetryable = %v, want %v", c.reason, got, c.try)
+		}
+		if got, want := errors.Is(err, rejection.ErrDatasetDeleted), c.reason == cellguardpb.Reason_DATASET_DELETED; got != want {
+			t.Errorf("%s: matches ErrDatasetDeleted = %v, want %v", c.reason, got, want)
 		}
 		var back *rejection.Error
 		if !errors.As(err, &back) || back != e {

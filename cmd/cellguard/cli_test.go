@@ -40,6 +40,16 @@ func TestHelpAndUsageOffline(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "-schema") || !strings.Contains(stderr, "-tlscert") {
 		t.Errorf("dataset create -h: %v\n%s", err, stderr)
 	}
+	_, stderr, err = runOut(t, "dataset", "delete", "-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "-force") || !strings.Contains(stderr, "-purge-data") || strings.Contains(stderr, "-schema") {
+		t.Errorf("dataset delete -h: %v\n%s", err, stderr)
+	}
+	for _, args := range [][]string{{"dataset", "delete"}, {"dataset", "delete", "a.b"}, {"dataset", "delete", "a", "b"}} {
+		var ue usageError
+		if _, _, err := runOut(t, args...); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error before connecting", args, err)
+		}
+	}
 	_, stderr, err = runOut(t, "txn", "inspect", "-h")
 	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "usage: cellguard txn inspect") {
 		t.Errorf("txn inspect -h: %v\n%s", err, stderr)

@@ -29,6 +29,7 @@ var datasetVerbs = map[string]string{
 	"list":   "",
 	"show":   "NAME",
 	"log":    "NAME [--from SEQ]",
+	"delete": "NAME [--force] [--quiet DURATION] [--purge-data]",
 }
 
 const datasetUsage = `usage: cellguard dataset <verb> [flags]
@@ -36,9 +37,10 @@ const datasetUsage = `usage: cellguard dataset <verb> [flags]
 verbs:
   create NAME --schema S   create a dataset (an Overwrite at read version 0)
   adopt NAME --location U  continue a Lance table another writer created
-  list                     list datasets with their head versions
+  list                     list datasets with their head versions (--all: deleted ones too)
   show NAME                show the head manifest and publishing state
   log NAME                 print the decision log of a dataset
+  delete NAME              delete a dataset (admin only; --force while it is staged to)
 
 Run 'cellguard dataset <verb> -h' for the flags of a verb.
 `
@@ -50,6 +52,8 @@ type datasetOpts struct {
 	from   uint64
 	wait   time.Duration
 	lf     lanceFlags
+	all    bool       // list: deleted datasets too
+	del    deleteOpts // delete
 }
 
 func (o *datasetOpts) register(fs *flag.FlagSet, verb string) {
@@ -65,6 +69,10 @@ func (o *datasetOpts) register(fs *flag.FlagSet, verb string) {
 		fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the decision")
 	case "log":
 		fs.Uint64Var(&o.from, "from", 1, "first log sequence to print")
+	case "list":
+		fs.BoolVar(&o.all, "all", false, "list deleted datasets too (marked deleted)")
+	case "delete":
+		o.del.register(fs)
 	}
 }
 
@@ -75,7 +83,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout, stderr io.
 	}
 	argsHelp, ok := datasetVerbs[verb]
 	if !ok {
-		return usageError{fmt.Sprintf("dataset: unknown verb %q (want create, adopt, list, show or log)", verb)}
+		return usageError{fmt.Sprintf("dataset: unknown verb %q (want create, adopt, list, show, log or delete)", verb)}
 	}
 	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -110,7 +118,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout, stderr io.
 	// A refusal by the server (the role lacks a permission) ends the verb
 	// at once with an error naming the subject.
 	ctx, done := natsperm.For(nc).Guard(ctx, append([]string{cf.prefix + ".>"}, natsperm.JetStream...)...)
-	return done(datasetVerb(ctx, nc, &cf, verb, pos, o.schema, o.lf, o.from, o.wait, stdout))
+	return done(datasetVerb(ctx, nc, &cf, verb, pos, &o, stdout))
 }
 
 // checkDatasetArgs checks the positional arguments: none for list, one
@@ -131,30 +139,20 @@ func checkDatasetArgs(verb string, pos []string) error {
 	return nil
 }
 
-func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string, pos []string, schema string, lf lanceFlags, from uint64, wait time.Duration, stdout io.Writer) error {
+func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string, pos []string, o *datasetOpts, stdout io.Writer) error {
 	var name string
 	if len(pos) > 0 {
 		name = pos[0]
 	}
 	switch verb {
 	case "create":
-		return datasetCreate(ctx, nc, cf.prefix, name, schema, lf, wait, stdout)
+		return datasetCreate(ctx, nc, cf.prefix, name, o.schema, o.lf, o.wait, stdout)
 	case "adopt":
-		return datasetAdopt(ctx, nc, cf.prefix, name, lf.location, wait, stdout)
+		return datasetAdopt(ctx, nc, cf.prefix, name, o.lf.location, o.wait, stdout)
+	case "delete":
+		return datasetDelete(ctx, nc, cf.prefix, name, o.del, stdout)
 	case "list":
-		r, err := committer.NewReader(ctx, nc, cf.prefix)
-		if err != nil {
-			return err
-		}
-		ds, err := r.Datasets(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%-32s %10s %10s\n", "DATASET", "HEAD", "REJECTED")
-		for _, d := range ds {
-			fmt.Fprintf(stdout, "%-32s %10d %10d\n", d.Name, d.Head, d.Rejected)
-		}
-		return nil
+		return datasetList(ctx, nc, cf.prefix, o.all, stdout)
 	case "show":
 		r, err := committer.NewReader(ctx, nc, cf.prefix)
 		if err != nil {
@@ -195,12 +193,12 @@ func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string,
 			return err
 		}
 		n := 0
-		err = r.Log(ctx, name, from, func(seq uint64, rec *cellguardpb.Decision) error {
+		err = r.Log(ctx, name, o.from, func(seq uint64, rec *cellguardpb.Decision) error {
 			n++
 			fmt.Fprintln(stdout, formatDecision(seq, rec))
 			return nil
 		})
-		if err == nil && n == 0 && from <= 1 {
+		if err == nil && n == 0 && o.from <= 1 {
 			return fmt.Errorf("dataset %s: %w", name, errNoSuchDataset)
 		}
 		return err
@@ -227,9 +225,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // formatDecision renders one log record on one line (plus violations).
 func formatDecision(seq uint64, r *cellguardpb.Decision) string {
 	var b strings.Builder
-	if r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
+	switch r.Outcome {
+	case cellguardpb.Outcome_OUTCOME_COMMITTED:
 		fmt.Fprintf(&b, "%6d committed v%-6d txn %s read v%d (staged #%d)", seq, r.Version, r.TxnUuid, r.ReadVersion, r.TxnSeq)
-	} else {
+	case cellguardpb.Outcome_OUTCOME_DELETED:
+		fmt.Fprintf(&b, "%6d DELETED at head v%d: %s", seq, r.HeadVersion, r.Message)
+	default:
 		fmt.Fprintf(&b, "%6d rejected %-22s txn %s read v%d head v%d (staged #%d): %s", seq, r.Reason, r.TxnUuid, r.ReadVersion, r.HeadVersion, r.TxnSeq, r.Message)
 	}
 	for _, v := range r.Violations {

@@ -100,6 +100,11 @@ func showPublishing(ctx context.Context, nc *nats.Conn, prefix, ds string, head 
 	if err != nil {
 		return err
 	}
+	if t, ok, err := l.Tombstone(ctx, ds); err != nil {
+		return err
+	} else if ok {
+		fmt.Fprintf(stdout, "DELETED at head v%d (tombstone at log sequence %d): nothing more is committed or published\n", t.Decision.GetHeadVersion(), t.Seq)
+	}
 	cfg, err := l.Config(ctx, ds)
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@
 //	cellguard dataset list               list datasets and their head versions
 //	cellguard dataset show NAME          show a dataset's head manifest
 //	cellguard dataset log NAME           print a dataset's decision log
+//	cellguard dataset delete NAME        delete a dataset (admin only; --force while it is staged to)
 //	cellguard txn inspect FILE.txn       decode a Lance transaction file
 //	cellguard bench                      measure the committer against raw JetStream
 //	cellguard demo                       run workers, an updater and the committer; verify the data
 //	cellguard events tail NAME           print a dataset's committed versions and rejections
+//	cellguard partitions [set N]         show which committer consumes which partition; change the count
 //
 // main is the only place that reads flags and calls os.Exit.
 package main
@@ -77,10 +79,12 @@ commands:
   dataset list             list datasets with their head versions
   dataset show NAME        show the head manifest of a dataset
   dataset log NAME         print the decision log of a dataset
+  dataset delete NAME      delete a dataset (admin only): [--force] [--purge-data]
   txn inspect FILE.txn     decode a Lance transaction file and print it
   bench                    benchmark the committer beside raw JetStream
   demo                     run the whole pipeline on an embedded server and verify it
   events tail DATASET      print committed versions and rejections as they happen
+  partitions [set N]       show which committer consumes which partition; change the count
   version                  print the version (also --version)
 
 Connection flags of every command that talks to NATS, as in the nats CLI:
@@ -115,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return demo(ctx, args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], stdout, stderr)
+	case "partitions":
+		return partitionsCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

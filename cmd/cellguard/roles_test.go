@@ -27,6 +27,8 @@ var roleCommands = []struct {
 	{"dataset show", []string{"dataset", "show", "orders"}, false},
 	{"dataset log", []string{"dataset", "log", "orders"}, false},
 	{"events tail", []string{"events", "tail", "--from", "1", "orders"}, true},
+	// Last: the admin deletes "doomed" (the other roles are refused).
+	{"dataset delete --force", []string{"dataset", "delete", "doomed", "--force"}, false},
 }
 
 var tableRoles = []string{"committer", "worker", "reader", "admin"}
@@ -50,6 +52,9 @@ func TestRoleTable(t *testing.T) {
 	}
 	url := roles.Server.ClientURL()
 	if err := cli(t, context.Background(), "dataset", "create", "orders", "--schema", "id:int64", "--nats-url", url, "--creds", roles.Keys["worker"].SeedFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli(t, context.Background(), "dataset", "create", "doomed", "--schema", "id:int64", "--nats-url", url, "--creds", roles.Keys["admin"].SeedFile); err != nil {
 		t.Fatal(err)
 	}
 

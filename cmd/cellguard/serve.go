@@ -42,7 +42,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	takeoverAfter := fs.Duration("takeover-after", 1500*time.Millisecond, "unpin a silent committer's datasets after this (fast takeover; negative: wait for --pinned-ttl)")
 	takeover := fs.Bool("takeover", false, "take every dataset's pin at start (single-replica deployments; on by default with the embedded server)")
 	metricsDatasets := fs.Int("metrics-datasets", 200, "datasets exported with their own metric label; the rest are summed under dataset=\"_other\" (-1: all)")
-	datasets := fs.String("datasets", "", "comma-separated datasets to serve (default: all)")
+	datasets := fs.String("datasets", "", "comma-separated datasets to load at start (every dataset is served either way)")
+	partitions := fs.Int("partitions", committer.DefaultPartitions, "partition count of a new staging stream (an existing one keeps its own: `cellguard partitions set N`)")
 	mem := memoryFlags(fs)
 	// Publishing (issue 10): see publish.go.
 	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
@@ -82,7 +83,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := committer.Config{
 		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
 		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
-		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover,
+		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover, Partitions: *partitions,
 		TakeoverAfter: *takeoverAfter,
 	}
 	if *datasets != "" {

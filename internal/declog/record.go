@@ -27,6 +27,9 @@ type Record struct {
 // Committed reports whether the record commits a version.
 func (r Record) Committed() bool { return r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED }
 
+// Deleted reports whether the record is the dataset's tombstone.
+func (r Record) Deleted() bool { return r.Outcome == cellguardpb.Outcome_OUTCOME_DELETED }
+
 // Txn decodes the transaction the record carries: as committed for a
 // committed record, as staged for a rejected one.
 func (r Record) Txn() (*lancepb.Transaction, error) {
@@ -47,10 +50,7 @@ func Parse(sc subject.Scheme, seq uint64, subj string, h nats.Header, data []byt
 	if err != nil {
 		return Record{}, fmt.Errorf("declog: record %d: %w: %v", seq, ErrMalformedRecord, err)
 	}
-	r := Record{Seq: seq, Dataset: ds, Outcome: cellguardpb.Outcome_OUTCOME_REJECTED, TxnID: h.Get(subject.HdrTxnID)}
-	if o == subject.Committed {
-		r.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
-	}
+	r := Record{Seq: seq, Dataset: ds, Outcome: outcomeOf(o), TxnID: h.Get(subject.HdrTxnID)}
 	if data == nil {
 		return r, parseHeaders(&r, h)
 	}
@@ -63,6 +63,28 @@ func Parse(sc subject.Scheme, seq uint64, subj string, h nats.Header, data []byt
 	}
 	r.Decision, r.TxnID, r.TxnSeq, r.Version = d, d.GetTxnUuid(), d.GetTxnSeq(), d.GetVersion()
 	return r, nil
+}
+
+// outcomeOf is the record outcome of a decision subject's last token.
+func outcomeOf(o subject.Outcome) cellguardpb.Outcome {
+	switch o {
+	case subject.Committed:
+		return cellguardpb.Outcome_OUTCOME_COMMITTED
+	case subject.Deleted:
+		return cellguardpb.Outcome_OUTCOME_DELETED
+	}
+	return cellguardpb.Outcome_OUTCOME_REJECTED
+}
+
+// subjectOf is the last token of the subject of a record with outcome o.
+func subjectOf(o cellguardpb.Outcome) subject.Outcome {
+	switch o {
+	case cellguardpb.Outcome_OUTCOME_COMMITTED:
+		return subject.Committed
+	case cellguardpb.Outcome_OUTCOME_DELETED:
+		return subject.Deleted
+	}
+	return subject.Rejected
 }
 
 // parseHeaders fills the fields a headers-only read has.
@@ -119,19 +141,20 @@ func (e Encoded) Message(sc subject.Scheme) (*nats.Msg, error) {
 		}
 		body = enc.Body
 	}
-	o := subject.Rejected
-	if d.GetOutcome() == cellguardpb.Outcome_OUTCOME_COMMITTED {
-		o = subject.Committed
-	}
+	o := subjectOf(d.GetOutcome())
 	m := nats.NewMsg(sc.Dec(d.GetDataset(), o))
 	m.Data = body
 	m.Header.Set(subject.HdrMsgID, subject.DecisionMsgID(d.GetTxnUuid()))
 	m.Header.Set(subject.HdrTxnID, d.GetTxnUuid())
 	m.Header.Set(subject.HdrTxnSeq, strconv.FormatUint(d.GetTxnSeq(), 10))
-	if o == subject.Committed {
+	switch o {
+	case subject.Committed:
 		m.Header.Set(subject.HdrVersion, strconv.FormatUint(d.GetVersion(), 10))
-	} else {
+	case subject.Rejected:
 		m.Header.Set(subject.HdrReason, d.GetReason().String())
+	case subject.Deleted:
+		// One tombstone per dataset: a second one is a duplicate.
+		m.Header.Set(subject.HdrMsgID, subject.TombstoneMsgID(d.GetDataset()))
 	}
 	return m, nil
 }

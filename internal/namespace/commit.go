@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -30,8 +32,13 @@ type createVersionRequest struct {
 }
 
 // ReasonManifestMismatch is the reason of a refused commit whose
-// manifest is not table.Apply's (see table.ManifestDiff).
+// manifest is not table.Apply's (see table.ManifestDiff): the name of
+// cellguardpb.Reason_MANIFEST_MISMATCH, as the refusals metric labels it.
 const ReasonManifestMismatch = "MANIFEST_MISMATCH"
+
+// maxRefusalMessage bounds the refusal message staged with a refused
+// transaction (the committer bounds it too).
+const maxRefusalMessage = 4096
 
 // errBadReadVersion reports a transaction whose read version is not a
 // version of the table.
@@ -82,12 +89,16 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if e != nil {
 		return nil, e
 	}
-	// A transaction already decided gets its decision back: a client
-	// retrying after a lost answer re-sends the same uuid (at the next
-	// version, having taken its own commit for a concurrent one).
-	if e := t.refusal(st.txn.GetUuid()); e != nil {
+	// The log's end, read before looking the transaction up: a decision
+	// findDecision misses is after it, where stageAndAwait looks.
+	from, e := s.logEnd(ctx, ds)
+	if e != nil {
 		return nil, e
 	}
+	// A transaction already decided gets its decision back: a client
+	// retrying after a lost answer re-sends the same uuid (at the next
+	// version, having taken its own commit for a concurrent one), and a
+	// refused or rejected one re-sends it after any error.
 	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
 		return nil, internal(err)
 	} else if found {
@@ -112,14 +123,17 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	case v > hv+1:
 		return nil, invalid("version %d is ahead of table %q: the next version is %d", v, ds, hv+1)
 	}
-	if e := s.verify(ctx, t, ds, h, exists, st); e != nil {
-		if e.Final {
-			t.refuse(st.txn.GetUuid(), e)
-			s.metrics.refusals.WithLabelValues(ds, e.Reason).Inc()
-		}
+	ref, e := s.verify(ctx, t, ds, h, exists, st)
+	if e != nil {
 		return nil, e
 	}
-	rec, e := s.stageAndAwait(ctx, ds, st)
+	if ref != nil {
+		s.metrics.refusals.WithLabelValues(ds, ref.reason.String()).Inc()
+	}
+	if f := s.beforeStage.Load(); f != nil {
+		(*f)(ctx, ds)
+	}
+	rec, e := s.stageAndAwait(ctx, ds, st, attempt{version: v, from: from, refusal: ref})
 	if e != nil {
 		return nil, e
 	}
@@ -224,27 +238,68 @@ func (s *Server) findDecision(ctx context.Context, ds string, txn *lancepb.Trans
 	return s.cfg.Log.Find(ctx, ds, txn.GetUuid(), from)
 }
 
-// stageAndAwait stages the transaction on the dataset's subject, with its
-// uuid as the message id, and waits for the committer's decision, which
-// it orders with every other writer's.
-func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged) (declog.Record, *Error) {
-	from := uint64(1)
-	if last, ok, err := s.cfg.Log.Last(ctx, s.sc.DecOf(ds)); err != nil {
-		return declog.Record{}, internal(err)
-	} else if ok {
-		from = last.Seq + 1
+// logEnd returns the sequence after the last record of ds's log.
+func (s *Server) logEnd(ctx context.Context, ds string) (uint64, *Error) {
+	last, ok, err := s.cfg.Log.Last(ctx, s.sc.DecOf(ds))
+	switch {
+	case err != nil:
+		return 0, internal(err)
+	case !ok:
+		return 1, nil
 	}
+	return last.Seq + 1, nil
+}
+
+// refusal is the namespace's own verdict against a client's transaction
+// (a manifest that is not the table model's, or a transaction that cannot
+// apply). It is staged with the transaction (subject.HdrRefusal), so the
+// committer decides it in order and it is in the decision log.
+type refusal struct {
+	reason cellguardpb.Reason
+	msg    string
+}
+
+// attempt is how one version/create stages its transaction.
+type attempt struct {
+	version uint64   // the version the client proposes: binding
+	from    uint64   // where the decision is looked for in the log
+	refusal *refusal // nil: the namespace found nothing wrong
+}
+
+// attemptID is the staged message's identity: its Nats-Msg-Id. It is
+// not the transaction's uuid, so a rejection of this attempt
+// (VERSION_MOVED) leaves the uuid undecided and the client's retry at the
+// next version can commit; the same attempt staged twice is one message.
+func attemptID(uuid string, v uint64) string {
+	return uuid + "@" + strconv.FormatUint(v, 10)
+}
+
+// stageAndAwait stages the transaction on the dataset's subject and waits
+// for the committer's decision, which it orders with every other
+// writer's. The message proposes the client's version: the committer
+// commits it as that version or rejects it VERSION_MOVED (a writer
+// committed since the namespace's check). The decision awaited is the
+// one of this staged message, or the uuid's (another attempt of the same
+// transaction decided it first: this one is then acked undecided).
+func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a attempt) (declog.Record, *Error) {
 	id := st.txn.GetUuid()
-	_, err := s.cfg.JetStream.Publish(ctx, s.sc.Txn(ds), st.body,
-		jetstream.WithMsgID(id), jetstream.WithExpectStream(s.sc.TxnStream()))
+	msg := nats.NewMsg(s.sc.Txn(ds))
+	msg.Data = st.body
+	msg.Header.Set(subject.HdrProposedVersion, strconv.FormatUint(a.version, 10))
+	if a.refusal != nil {
+		msg.Header.Set(subject.HdrRefusal, a.refusal.reason.String())
+		msg.Header.Set(subject.HdrRefusalMessage, headerValue(a.refusal.msg, maxRefusalMessage))
+	}
+	ack, err := s.cfg.JetStream.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(attemptID(id, a.version)), jetstream.WithExpectStream(s.sc.TxnStream()))
 	if err != nil {
 		return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "stage transaction %s: %v", id, err)
 	}
-	for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{Live: true, HeadersOnly: true}) {
+	for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), a.from, declog.ScanOptions{Live: true, HeadersOnly: true}) {
 		if err != nil {
 			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
 		}
-		if r.TxnID == id {
+		if r.TxnSeq == ack.Sequence || r.TxnID == id {
 			full, err := s.cfg.Log.At(ctx, r.Seq)
 			if err != nil {
 				return declog.Record{}, internal(err)
@@ -253,6 +308,20 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged) (decl
 		}
 	}
 	return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
+}
+
+// headerValue makes s one header line of at most n bytes.
+func headerValue(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
 }
 
 // answer turns a decision into the response: the committed version once
@@ -281,39 +350,45 @@ func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declo
 // versions, which are published first); every other reason is final.
 func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec declog.Record) *Error {
 	rej := rejection.FromDecision(rec.Decision)
-	if rec.Decision.GetReason() == cellguardpb.Reason_CONFLICT_RETRYABLE {
+	reason := rec.Decision.GetReason()
+	switch reason {
+	case cellguardpb.Reason_CONFLICT_RETRYABLE, cellguardpb.Reason_VERSION_MOVED:
 		if h, ok, e := s.head(ctx, ds); e == nil && ok {
 			_, _ = s.published(ctx, t.loc, h.Version, publishWait)
 		}
-		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: cellguardpb.Reason_CONFLICT_RETRYABLE.String()}
+		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: reason.String()}
 	}
 	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: rec.Decision.GetReason().String()}
+	e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: reason.String()}
+	if reason == cellguardpb.Reason_MANIFEST_MISMATCH {
+		e.Detail = rec.Decision.GetMessage() // names the differing fields
+	}
+	return e
 }
 
 // verify checks the client's manifest against the table model: it must
 // equal Apply of the (rebased) transaction on the head, apart from the
-// fields a writer stamps. A transaction the rebase finds in conflict is
-// left to the committer, which rejects it with the conflict.
-func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) *Error {
+// fields a writer stamps. It returns the refusal to stage with the
+// transaction, or nil: a transaction the rebase finds in conflict is left
+// to the committer, which rejects it with the conflict. An error is
+// trouble reading storage or the log, not a verdict.
+func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) (*refusal, *Error) {
 	want, err := s.expected(ctx, t, ds, h, exists, st.txn)
 	switch {
 	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrInvalidTransaction),
 		errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, errBadReadVersion):
-		return finalRejection(fmt.Sprintf("transaction %s: %v", st.txn.GetUuid(), err), cellguardpb.Reason_INVALID_TRANSACTION.String())
+		return &refusal{reason: cellguardpb.Reason_INVALID_TRANSACTION, msg: err.Error()}, nil
 	case err != nil:
-		return internal(err) // storage or log trouble: not a decision
+		return nil, internal(err)
 	}
 	if want == nil {
-		return nil
+		return nil, nil
 	}
 	if diff := table.ManifestDiff(want.Proto(), st.manifest); len(diff) > 0 {
 		err := &table.ManifestMismatchError{Version: want.Version(), Fields: diff}
-		e := finalRejection(err.Error(), ReasonManifestMismatch)
-		e.Detail = "differing fields: " + strings.Join(diff, ", ")
-		return e
+		return &refusal{reason: cellguardpb.Reason_MANIFEST_MISMATCH, msg: err.Error()}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // expected computes the manifest the commit must produce, or nil when the

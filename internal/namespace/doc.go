@@ -18,22 +18,29 @@
 // # What a commit is
 //
 // Server.createVersion turns the call into a staged transaction on the
-// dataset's subject (the client's transaction, uuid as the message id),
-// decided by the committer in order with SDK workers, and published by
-// the publisher (package publish). Before staging it checks that the
-// proposed version is head + 1 (else 409, code 14: the client rebases),
-// and verifies the client's manifest against table.Apply of the rebased
-// transaction (table.ManifestDiff, stamped fields aside): a mismatch is
-// refused with the differing fields named and never staged. It answers
-// 200 only once the final manifest is in storage. A transaction already
-// decided — a client retrying after a lost answer re-sends the same uuid
-// — gets its decision back, never a second commit.
+// dataset's subject — the client's transaction as an attempt at the
+// version it proposes (message id `<uuid>@<version>`, header
+// Cg-Proposed-Version) — decided by the committer in order with SDK
+// workers, and published by the publisher (package publish). Before
+// staging it checks that the proposed version is head + 1 (else 409,
+// code 14: the client rebases), and verifies the client's manifest
+// against table.Apply of the rebased transaction (table.ManifestDiff,
+// stamped fields aside). A mismatch is a refusal: staged with the
+// Cg-Refusal header, the committer rejects it MANIFEST_MISMATCH with the
+// differing fields named, in the decision log like any decision, never
+// published. The proposed version binds: if another writer commits
+// between the check and the decision, the committer rejects the attempt
+// VERSION_MOVED (409, code 14) under the attempt's identity, not the
+// uuid, so the client's rebased retry of the same transaction can
+// commit. It answers 200 only once the final manifest is in storage. A
+// transaction already decided — a client retrying after a lost answer
+// re-sends the same uuid — gets its decision back, never a second
+// commit.
 //
 // LanceDB 8 retries every error from version/create (no status or code
-// ends the call), so permanent refusals are answered from the stored
-// decision (or, for the server's own refusals, from memory by uuid) at
-// once on every retry; see docs/design.md §7 for the measured client
-// behaviour and its limits.
+// ends the call), so permanent rejections and refusals are answered from
+// the decision log at once on every retry; see docs/design.md §7 for the
+// measured client behaviour and its limits.
 //
 // # Reads, errors, auth
 //

@@ -19,6 +19,7 @@ import (
 	"cellguard/internal/publish"
 	"cellguard/internal/subject"
 	"cellguard/producer"
+	"cellguard/proto/cellguardpb"
 )
 
 func testLogger() *slog.Logger {
@@ -160,6 +161,13 @@ func (e *env) checkLog(t *testing.T, ds string, head uint64) {
 // committedMetric reads the committer's count of committed decisions on ds.
 func (e *env) committedMetric(t *testing.T, ds string) float64 {
 	t.Helper()
+	return e.decisionMetric(t, ds, "committed", "")
+}
+
+// decisionMetric reads the committer's count of decisions on ds with the
+// outcome and reason ("" for commits).
+func (e *env) decisionMetric(t *testing.T, ds, outcome, reason string) float64 {
+	t.Helper()
 	mfs, err := e.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +181,7 @@ func (e *env) committedMetric(t *testing.T, ds string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["dataset"] == ds && labels["outcome"] == "committed" {
+			if labels["dataset"] == ds && labels["outcome"] == outcome && (reason == "" || labels["reason"] == reason) {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -207,4 +215,29 @@ func (e *env) checkEvents(t *testing.T, ds string, head uint64) {
 			t.Fatalf("events: versions %v, want 1..%d", got, head)
 		}
 	}
+}
+
+// rejectedEvent follows the rejections of ds from the start of the log
+// (an ephemeral events.Rejections feed) until one has reason, and
+// returns it.
+func (e *env) rejectedEvent(t *testing.T, ds string, reason cellguardpb.Reason) *events.Rejected {
+	t.Helper()
+	q, err := events.NewRejections(e.pc.Conn(), events.RejectionsConfig{Dataset: ds, FromStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var got *events.Rejected
+	err = q.Run(ctx, func(_ context.Context, r *events.Rejected) error {
+		if r.Err.Reason == reason {
+			got = r
+			cancel()
+		}
+		return nil
+	})
+	if got == nil {
+		t.Fatalf("events: no %v rejection of %s (%v)", reason, ds, err)
+	}
+	return got
 }

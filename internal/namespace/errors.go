@@ -90,10 +90,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
-
-// finalRejection is the answer to a permanent rejection (see
-// docs/design.md, "Lance REST namespace": what the client does on each
-// status). reason names the typed reason.
-func finalRejection(msg, reason string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: reason + ": " + msg, Reason: reason}
-}

@@ -13,6 +13,7 @@ import (
 
 	"cellguard/internal/lancedbtest"
 	"cellguard/internal/namespace"
+	"cellguard/proto/cellguardpb"
 	"cellguard/table"
 )
 
@@ -164,8 +165,9 @@ func TestLanceDBLostAnswer(t *testing.T) {
 
 // TestLanceDBTamperedManifest: the staged manifest is changed between
 // staging and version/create. The namespace refuses it naming the
-// differing fields, stages nothing, and answers the client's retries of
-// the same transaction the same way.
+// differing fields; the refusal is staged and decided by the committer
+// (a MANIFEST_MISMATCH record in the log, nothing committed), and the
+// client's retries of the same transaction are answered from it.
 func TestLanceDBTamperedManifest(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	p := newProxy(t, e.url)
@@ -216,4 +218,20 @@ func TestLanceDBTamperedManifest(t *testing.T) {
 		t.Errorf("rows %v, want [0]", out.IDs)
 	}
 	e.checkLog(t, "m", 1)
+	// The refusal is a decision in the log, like any other, made once.
+	var refusals []string
+	for _, r := range e.records(t, "m") {
+		if r.Decision.GetReason() == cellguardpb.Reason_MANIFEST_MISMATCH {
+			refusals = append(refusals, r.TxnID+": "+r.Decision.GetMessage())
+		}
+	}
+	if len(refusals) != 1 || !strings.Contains(refusals[0], "fragments[id=1]") {
+		t.Errorf("MANIFEST_MISMATCH records %q, want one naming fragments[id=1]", refusals)
+	}
+	if n := e.decisionMetric(t, "m", "rejected", namespace.ReasonManifestMismatch); n != 1 {
+		t.Errorf("cellguard_committer_decisions_total{dataset=m,rejected,MANIFEST_MISMATCH} = %v, want 1", n)
+	}
+	if r := e.rejectedEvent(t, "m", cellguardpb.Reason_MANIFEST_MISMATCH); !strings.Contains(r.Err.Message, "fragments[id=1]") {
+		t.Errorf("events: rejection %v, want the differing fields named", r.Err)
+	}
 }

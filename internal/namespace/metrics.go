@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cellguard_namespace_refusals_total",
-			Help: "Commits the namespace refused before staging (never decided by the committer), by dataset and reason.",
+			Help: "Commits the namespace refused (manifest mismatch, invalid transaction) and staged as refusals for the committer to decide, by dataset and reason.",
 		}, []string{"dataset", "reason"}),
 	}
 	if reg != nil {
@@ -53,7 +53,7 @@ func (s *Server) Requests(route string, status int) prometheus.Counter {
 }
 
 // Refusals returns the counter of commits to ds the namespace refused
-// before staging for reason.
+// for reason (each staged as a refusal, decided by the committer).
 func (s *Server) Refusals(ds, reason string) prometheus.Counter {
 	return s.metrics.refusals.WithLabelValues(ds, reason)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,6 +91,11 @@ type Server struct {
 
 	mu     sync.Mutex
 	tables map[string]*tableState
+
+	// beforeStage, when set (tests only), runs after a version/create is
+	// checked and verified and before it is staged: the window in which
+	// another writer's commit moves the version (docs/design.md §7.2).
+	beforeStage atomic.Pointer[func(ctx context.Context, ds string)]
 }
 
 // New returns a Server.

@@ -26,37 +26,6 @@ type tableState struct {
 	locURL   string
 	loc      *publish.Location
 	declared bool // declared through this server, not yet created
-	// refused holds the final refusals this server decided itself
-	// (manifest mismatch, bad transaction) by transaction uuid, oldest
-	// first: a client retries any error with the same transaction, and
-	// gets the same answer at once.
-	refused map[string]*Error
-	order   []string
-}
-
-// maxRefused bounds tableState.refused.
-const maxRefused = 1024
-
-func (t *tableState) refusal(id string) *Error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.refused[id]
-}
-
-func (t *tableState) refuse(id string, e *Error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.refused == nil {
-		t.refused = map[string]*Error{}
-	}
-	if _, ok := t.refused[id]; !ok {
-		t.order = append(t.order, id)
-	}
-	t.refused[id] = e
-	if len(t.order) > maxRefused {
-		delete(t.refused, t.order[0])
-		t.order = t.order[1:]
-	}
 }
 
 func (s *Server) table(ds string) *tableState {

@@ -26,10 +26,6 @@ type Roles struct {
 // environment (CELLGUARD_ROLE_NKEY), as the shipped cluster configs do.
 func RunWithAccounts(t *testing.T, accountsPath string) *Roles {
 	t.Helper()
-	accounts, err := os.ReadFile(accountsPath)
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
 	dir := t.TempDir()
 	keys, err := credgen.Nkeys(filepath.Join(dir, "nkeys"), credgen.Roles)
 	if err != nil {
@@ -37,6 +33,49 @@ func RunWithAccounts(t *testing.T, accountsPath string) *Roles {
 	}
 	for role, k := range keys {
 		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_NKEY", k.Public)
+	}
+	return &Roles{Server: serveAccounts(t, dir, accountsPath), Keys: keys}
+}
+
+// RunWithTenants starts a single JetStream node on loopback that includes
+// the accounts file at accountsPath, whose accounts are tenants (see
+// deploy/nats/tenants.conf): the nkey of role R of tenant T comes from
+// the environment as T_R_NKEY (upper case), the system user's as
+// CELLGUARD_SYSTEM_NKEY. It returns each tenant's roles on the one server.
+func RunWithTenants(t *testing.T, accountsPath string, tenants ...string) map[string]*Roles {
+	t.Helper()
+	dir := t.TempDir()
+	sys, err := credgen.Nkeys(filepath.Join(dir, "nkeys"), []string{"system"})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Setenv("CELLGUARD_SYSTEM_NKEY", sys["system"].Public)
+	out := map[string]*Roles{}
+	for _, tenant := range tenants {
+		keys, err := credgen.Nkeys(filepath.Join(dir, "nkeys", tenant), []string{"committer", "worker", "reader", "admin"})
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		for role, k := range keys {
+			t.Setenv(strings.ToUpper(tenant+"_"+role)+"_NKEY", k.Public)
+		}
+		out[tenant] = &Roles{Keys: keys}
+	}
+	srv := serveAccounts(t, dir, accountsPath)
+	for _, r := range out {
+		r.Server = srv
+	}
+	return out
+}
+
+// serveAccounts starts a node in dir that includes a copy of the
+// accounts file at accountsPath; the nkeys it names must be in the
+// environment.
+func serveAccounts(t *testing.T, dir, accountsPath string) *server.Server {
+	t.Helper()
+	accounts, err := os.ReadFile(accountsPath)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), accounts, 0o600); err != nil {
 		t.Fatalf("natstest: %v", err)
@@ -61,7 +100,7 @@ func RunWithAccounts(t *testing.T, accountsPath string) *Roles {
 		t.Fatal("natstest: server not ready")
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return &Roles{Server: srv, Keys: keys}
+	return srv
 }
 
 // Auth returns the option that authenticates as role.

@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -19,13 +20,17 @@ import (
 // committed subjects every DiscoverEvery, so datasets created later are
 // picked up. A publisher that fails for a transient reason is restarted
 // (it resumes from storage); one that stopped on a foreign or
-// unpublishable version stays stopped until the process restarts.
+// unpublishable version stays stopped until the process restarts. A
+// dataset whose log holds its tombstone is not published, and its
+// running publisher is stopped when discovery finds the tombstone.
 type Manager struct {
 	log  *declog.Log
 	opts ManagerOptions
 
 	mu      sync.Mutex
 	running map[string]*Publisher
+	cancels map[string]context.CancelFunc // ends a dataset's serve
+	deleted map[string]bool               // datasets found deleted: never published again
 }
 
 // ManagerOptions tunes a Manager.
@@ -43,7 +48,7 @@ func NewManager(l *declog.Log, opts ManagerOptions) *Manager {
 	if opts.DiscoverEvery == 0 {
 		opts.DiscoverEvery = time.Second
 	}
-	return &Manager{log: l, opts: opts, running: map[string]*Publisher{}}
+	return &Manager{log: l, opts: opts, running: map[string]*Publisher{}, cancels: map[string]context.CancelFunc{}, deleted: map[string]bool{}}
 }
 
 // Publisher returns the running publisher of ds, if any.
@@ -52,6 +57,14 @@ func (m *Manager) Publisher(ds string) (*Publisher, bool) {
 	defer m.mu.Unlock()
 	p, ok := m.running[ds]
 	return p, ok
+}
+
+// Deleted reports whether the manager found ds deleted (its tombstone
+// in the log): it publishes nothing more of it.
+func (m *Manager) Deleted(ds string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.deleted[ds]
 }
 
 // Run discovers datasets and publishes them until ctx ends. Every
@@ -79,6 +92,12 @@ func (m *Manager) discover(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
+	deleted := map[string]bool{}
+	for subj := range info.State.Subjects {
+		if ds, o, err := sc.ParseDec(subj); err == nil && o == subject.Deleted {
+			deleted[ds] = true
+		}
+	}
 	for subj := range info.State.Subjects {
 		ds, o, err := sc.ParseDec(subj)
 		if err != nil || o != subject.Committed {
@@ -89,12 +108,27 @@ func (m *Manager) discover(ctx context.Context, wg *sync.WaitGroup) error {
 		if !seen {
 			m.running[ds] = nil // claimed; filled in by serve
 		}
+		if deleted[ds] {
+			// A tombstone: stop publishing for good (the claim stays).
+			m.deleted[ds] = true
+			if cancel := m.cancels[ds]; cancel != nil {
+				cancel()
+			}
+			m.mu.Unlock()
+			continue
+		}
+		var sctx context.Context
+		if !seen {
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithCancel(ctx)
+			m.cancels[ds] = cancel
+		}
 		m.mu.Unlock()
 		if !seen {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				m.serve(ctx, ds)
+				m.serve(sctx, ds)
 			}()
 		}
 	}
@@ -110,7 +144,7 @@ func (m *Manager) serve(ctx context.Context, ds string) {
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return
-		case errors.Is(err, ErrForeignVersion) || errors.Is(err, ErrUnpublishable):
+		case errors.Is(err, ErrForeignVersion) || errors.Is(err, ErrUnpublishable) || errors.Is(err, ErrDatasetDeleted):
 			return // logged and counted by the publisher
 		}
 		log.Warn("publisher failed; restarting", "err", err)
@@ -123,6 +157,16 @@ func (m *Manager) serve(ctx context.Context, ds string) {
 // serveOnce reads the dataset's configuration and runs its publisher. It
 // returns nil for a dataset that is not published.
 func (m *Manager) serveOnce(ctx context.Context, ds string) error {
+	// Before opening (and creating) the location: a purged directory of
+	// a deleted dataset stays gone.
+	if _, ok, err := m.log.Tombstone(ctx, ds); err != nil {
+		return err
+	} else if ok {
+		m.mu.Lock()
+		m.deleted[ds] = true
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrDatasetDeleted, ds)
+	}
 	cfg, err := m.log.Config(ctx, ds)
 	if err != nil {
 		return err

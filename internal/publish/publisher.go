@@ -69,7 +69,8 @@ func NewPublisher(l *declog.Log, ds string, cfg *cellguardpb.DatasetConfig, loc 
 func (p *Publisher) Published() uint64 { return p.published.Load() }
 
 // Stopped returns why the dataset's publishing stopped for good
-// (ErrForeignVersion, ErrUnpublishable), or nil while it runs.
+// (ErrForeignVersion, ErrUnpublishable, ErrDatasetDeleted), or nil while
+// it runs.
 func (p *Publisher) Stopped() error {
 	if err := p.stopped.Load(); err != nil {
 		return *err
@@ -85,7 +86,11 @@ func (p *Publisher) Stopped() error {
 // cancellation.
 func (p *Publisher) Run(ctx context.Context) error {
 	err := p.run(ctx)
-	if errors.Is(err, ErrForeignVersion) || errors.Is(err, ErrUnpublishable) {
+	switch {
+	case errors.Is(err, ErrDatasetDeleted):
+		p.logger.Info("dataset deleted; not publishing it", "err", err)
+		p.stopped.Store(&err)
+	case errors.Is(err, ErrForeignVersion) || errors.Is(err, ErrUnpublishable):
 		p.logger.Error("publishing stopped", "err", err)
 		p.metrics.stopped(p.ds)
 		p.stopped.Store(&err)
@@ -94,6 +99,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 func (p *Publisher) run(ctx context.Context) error {
+	if err := p.checkDeleted(ctx); err != nil {
+		return err
+	}
 	var start uint64
 	err := p.retrying(ctx, "resume", func(ctx context.Context) error {
 		var err error
@@ -132,6 +140,20 @@ func (p *Publisher) run(ctx context.Context) error {
 		p.observeLag(ctx)
 	}
 	return ctx.Err()
+}
+
+// checkDeleted fails with ErrDatasetDeleted when the dataset's log holds
+// its tombstone: after `dataset delete --purge-data` a publisher that
+// started anyway would publish the whole history again.
+func (p *Publisher) checkDeleted(ctx context.Context) error {
+	t, ok, err := p.log.Tombstone(ctx, p.ds)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("%w: %s (tombstone at log sequence %d)", ErrDatasetDeleted, p.ds, t.Seq)
+	}
+	return nil
 }
 
 // retrying runs fn until it succeeds, ctx ends, or it fails for good.

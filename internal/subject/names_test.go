@@ -113,7 +113,7 @@ func TestPartitionMatchesServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := s.TxnPartitioned(subject.Partition(ds, n), ds); m.Subject != want {
+			if want := s.TxnPartitioned(n, subject.Partition(ds, n), ds); m.Subject != want {
 				t.Errorf("n=%d: %q stored as %q; Partition says %q", n, ds, m.Subject, want)
 			}
 		}
@@ -137,5 +137,41 @@ func TestPartitionBounds(t *testing.T) {
 	}
 	if len(seen) != 16 {
 		t.Errorf("1000 names fill %d of 16 partitions", len(seen))
+	}
+}
+
+// TestPartitionedNamesRoundTrip: the partitioned subject and consumer
+// name of every (count, partition, dataset) parse back; other forms do
+// not parse as partitioned.
+func TestPartitionedNamesRoundTrip(t *testing.T) {
+	var s subject.Scheme
+	for _, n := range []int{1, 7, 64, 1024} {
+		for _, ds := range []string{"a", "orders_2024", "x-y"} {
+			k := subject.Partition(ds, n)
+			gn, gk, gds, err := s.ParsePartitioned(s.TxnPartitioned(n, k, ds))
+			if err != nil || gn != n || gk != k || gds != ds {
+				t.Errorf("ParsePartitioned(%q) = %d, %d, %q, %v", s.TxnPartitioned(n, k, ds), gn, gk, gds, err)
+			}
+			if f := s.PartitionFilter(n, k); strings.TrimSuffix(f, "*")+ds != s.TxnPartitioned(n, k, ds) {
+				t.Errorf("filter %q does not match %q", s.PartitionFilter(n, k), s.TxnPartitioned(n, k, ds))
+			}
+			cn, ck, ok := subject.ParsePartitionConsumer(s.PartitionConsumer(n, k))
+			if !ok || cn != n || ck != k {
+				t.Errorf("ParsePartitionConsumer(%q) = %d, %d, %v", s.PartitionConsumer(n, k), cn, ck, ok)
+			}
+		}
+	}
+	for _, bad := range []string{"cg.txn.a", "cg.txp.4.a", "cg.txp.4.4.a", "cg.txp.x.1.a", "cg.txp.0.0.a", "cg.txp.4.-1.a", "cg.txp.4.1."} {
+		if _, _, _, err := s.ParsePartitioned(bad); !errors.Is(err, subject.ErrNotOurs) {
+			t.Errorf("ParsePartitioned(%q) = %v, want ErrNotOurs", bad, err)
+		}
+	}
+	if _, _, _, err := s.ParsePartitioned("cg.txp.4.1.a$b"); !errors.Is(err, subject.ErrInvalidDataset) {
+		t.Errorf("an invalid dataset token: %v, want ErrInvalidDataset", err)
+	}
+	for _, bad := range []string{"commit-orders", "partition-4", "partition-4-4", "partition-04-1", "partition-4-x"} {
+		if _, _, ok := subject.ParsePartitionConsumer(bad); ok {
+			t.Errorf("ParsePartitionConsumer(%q) parsed", bad)
+		}
 	}
 }

@@ -57,15 +57,29 @@ const (
 	HdrVersion = "Cg-Version"
 	// HdrReason carries the rejection reason name on a rejected record.
 	HdrReason = "Cg-Reason"
+	// HdrProposedVersion, on a staged message, is the version the stager
+	// proposes for its transaction (the Lance REST namespace sends the
+	// client's): the committer commits the transaction only as that
+	// version, and otherwise rejects the message VERSION_MOVED.
+	HdrProposedVersion = "Cg-Proposed-Version"
+	// HdrRefusal, on a staged message, names the reason the stager
+	// refused its transaction for (MANIFEST_MISMATCH, INVALID_TRANSACTION):
+	// the committer rejects the message with it, in order, so the refusal
+	// is a decision like any other. HdrRefusalMessage says why.
+	HdrRefusal        = "Cg-Refusal"
+	HdrRefusalMessage = "Cg-Refusal-Message"
 )
 
 // Outcome is the last token of a decision subject.
 type Outcome string
 
-// The two decision outcomes.
+// The two decision outcomes, and the tombstone.
 const (
 	Committed Outcome = "committed"
 	Rejected  Outcome = "rejected"
+	// Deleted is the subject of a dataset's tombstone: an admin's record
+	// that the dataset is deleted (not a decision of the committer).
+	Deleted Outcome = "deleted"
 )
 
 // ErrInvalidDataset is wrapped by every dataset name validation failure.
@@ -267,17 +281,88 @@ func Partition(ds string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// TxnPartitioned returns the staging subject of ds in partition part:
-// <prefix>.txn.<part>.<ds>, the form TxnPartitionMapping produces.
-func (s Scheme) TxnPartitioned(part int, ds string) string {
-	return s.Prefix() + ".txn." + strconv.Itoa(part) + "." + ds
+// TxnPartitioned returns the subject a staged message of ds is stored
+// under when CG_TXN spreads staging over n partitions:
+// <prefix>.txp.<n>.<part>.<ds>, the form TxnPartitionMapping produces
+// (part = Partition(ds, n)). The partition count is part of the subject,
+// so the messages staged before a change of the count stay apart from
+// those staged after it.
+func (s Scheme) TxnPartitioned(n, part int, ds string) string {
+	f := s.PartitionFilter(n, part)
+	return f[:len(f)-1] + ds
+}
+
+// PartitionFilter matches the staged messages of partition part of n.
+func (s Scheme) PartitionFilter(n, part int) string {
+	return s.Prefix() + ".txp." + strconv.Itoa(n) + "." + strconv.Itoa(part) + ".*"
+}
+
+// TxnPartitionTree matches every partitioned staged message.
+func (s Scheme) TxnPartitionTree() string { return s.Prefix() + ".txp.>" }
+
+// StagedFilters returns the subject filters that find every staged
+// message of ds, whatever the partition count was when it was staged:
+// the partitioned form and the plain staging subject (messages stored
+// before CG_TXN was partitioned).
+func (s Scheme) StagedFilters(ds string) []string {
+	return []string{s.Prefix() + ".txp.*.*." + ds, s.Txn(ds)}
 }
 
 // TxnPartitionMapping returns the source and destination of the stream
 // subject transform that spreads staged transactions over n partitions:
-// <prefix>.txn.* → <prefix>.txn.<Partition(ds, n)>.<ds>.
+// <prefix>.txn.* → <prefix>.txp.<n>.<Partition(ds, n)>.<ds>. A subject
+// with a literal wildcard token ("*", ">") is not transformed by the
+// server: it stays under <prefix>.txn., where no partition consumer sees
+// it (the committer rejects such strays separately).
 func (s Scheme) TxnPartitionMapping(n int) (src, dest string) {
-	return s.TxnAll(), s.Prefix() + ".txn.{{partition(" + strconv.Itoa(n) + ",1)}}.{{wildcard(1)}}"
+	ns := strconv.Itoa(n)
+	return s.TxnAll(), s.Prefix() + ".txp." + ns + ".{{partition(" + ns + ",1)}}.{{wildcard(1)}}"
+}
+
+// ParsePartitioned splits a partitioned staging subject into its
+// partition count, partition and dataset token. The token is returned
+// with a *DatasetError when it is not a valid dataset name (the message
+// still needs a decision); a subject of another form gives ErrNotOurs.
+func (s Scheme) ParsePartitioned(subj string) (n, part int, ds string, err error) {
+	rest, ok := strings.CutPrefix(subj, s.Prefix()+".txp.")
+	if !ok {
+		return 0, 0, "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	toks := strings.SplitN(rest, ".", 3)
+	if len(toks) != 3 || toks[2] == "" {
+		return 0, 0, "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	n, err1 := strconv.Atoi(toks[0])
+	part, err2 := strconv.Atoi(toks[1])
+	if err1 != nil || err2 != nil || n < 1 || part < 0 || part >= n {
+		return 0, 0, "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
+	}
+	return n, part, toks[2], Validate(toks[2])
+}
+
+// PartitionConsumer is the durable consumer name of partition part of n.
+// Dataset consumers of earlier versions were named "commit-<dataset>":
+// the names cannot collide.
+func (s Scheme) PartitionConsumer(n, part int) string {
+	return "partition-" + strconv.Itoa(n) + "-" + strconv.Itoa(part)
+}
+
+// ParsePartitionConsumer is the inverse of PartitionConsumer.
+func ParsePartitionConsumer(name string) (n, part int, ok bool) {
+	rest, ok := strings.CutPrefix(name, "partition-")
+	if !ok {
+		return 0, 0, false
+	}
+	a, b, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	n, err1 := strconv.Atoi(a)
+	part, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || n < 1 || part < 0 || part >= n || strconv.Itoa(n) != a || strconv.Itoa(part) != b {
+		return 0, 0, false
+	}
+	return n, part, true
 }
 
 // IsWildcardToken reports whether a dataset token taken from a stored
@@ -292,7 +377,7 @@ func (s Scheme) ParseDec(subj string) (string, Outcome, error) {
 		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
 	}
 	ds, o, ok := strings.Cut(rest, ".")
-	if !ok || ds == "" || (Outcome(o) != Committed && Outcome(o) != Rejected) {
+	if !ok || ds == "" || (Outcome(o) != Committed && Outcome(o) != Rejected && Outcome(o) != Deleted) {
 		return "", "", fmt.Errorf("%w: %q", ErrNotOurs, subj)
 	}
 	return ds, Outcome(o), nil
@@ -318,6 +403,10 @@ func ParseCheckpointKey(key string) (ds string, version uint64, err error) {
 
 // DecisionMsgID is the Nats-Msg-Id of the decision for a transaction uuid.
 func DecisionMsgID(txnID string) string { return "dec-" + txnID }
+
+// TombstoneMsgID is the Nats-Msg-Id of ds's tombstone. No decision can
+// take it: theirs all start with "dec-".
+func TombstoneMsgID(ds string) string { return "deleted-" + ds }
 
 // AnonymousTxnID is the identity used for a staged message whose body has
 // no readable uuid (garbage bytes, truncated protobuf) and no usable

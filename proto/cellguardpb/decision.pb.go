@@ -35,6 +35,11 @@ const (
 	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
 	Outcome_OUTCOME_COMMITTED   Outcome = 1
 	Outcome_OUTCOME_REJECTED    Outcome = 2
+	// Not a decision: the dataset's tombstone, appended by an admin
+	// (`cellguard dataset delete`) on <prefix>.dec.<dataset>.deleted. Every
+	// transaction of the dataset staged after it is rejected with
+	// DATASET_DELETED. It carries no transaction and no version.
+	Outcome_OUTCOME_DELETED Outcome = 3
 )
 
 // Enum value maps for Outcome.
@@ -43,11 +48,13 @@ var (
 		0: "OUTCOME_UNSPECIFIED",
 		1: "OUTCOME_COMMITTED",
 		2: "OUTCOME_REJECTED",
+		3: "OUTCOME_DELETED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
 		"OUTCOME_COMMITTED":   1,
 		"OUTCOME_REJECTED":    2,
+		"OUTCOME_DELETED":     3,
 	}
 )
 
@@ -118,6 +125,20 @@ const (
 	// CreateIndex on a published dataset (cellguard does not keep index
 	// coverage consistent with later rewrites). Never retryable.
 	Reason_UNSUPPORTED_BY_READERS Reason = 13
+	// The stager (the Lance REST namespace) verified the client's proposed
+	// manifest against the table model and found it different; the
+	// differing fields are in the message. Never retryable.
+	Reason_MANIFEST_MISMATCH Reason = 14
+	// The transaction was staged for one proposed version (header
+	// Cg-Proposed-Version) and would have committed as another: a writer
+	// committed in between. Retryable: rebase and propose the next version.
+	// The record is under the staged message's identity, not the
+	// transaction's uuid, so the same transaction can still commit.
+	Reason_VERSION_MOVED Reason = 15
+	// The dataset was deleted (its log holds a tombstone): nothing more is
+	// committed to it, and its name cannot be created again. Never
+	// retryable.
+	Reason_DATASET_DELETED Reason = 16
 )
 
 // Enum value maps for Reason.
@@ -137,6 +158,9 @@ var (
 		11: "INVALID_DATASET_NAME",
 		12: "INTERNAL",
 		13: "UNSUPPORTED_BY_READERS",
+		14: "MANIFEST_MISMATCH",
+		15: "VERSION_MOVED",
+		16: "DATASET_DELETED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":     0,
@@ -153,6 +177,9 @@ var (
 		"INVALID_DATASET_NAME":   11,
 		"INTERNAL":               12,
 		"UNSUPPORTED_BY_READERS": 13,
+		"MANIFEST_MISMATCH":      14,
+		"VERSION_MOVED":          15,
+		"DATASET_DELETED":        16,
 	}
 )
 
@@ -405,7 +432,9 @@ func (x *Violation) GetCulpritTxnUuid() string {
 
 // Decision is one record of the decision log. Exactly one exists per
 // transaction uuid. Committed records, replayed in order from a checkpoint,
-// reproduce every manifest of the dataset.
+// reproduce every manifest of the dataset. A tombstone (OUTCOME_DELETED)
+// is a Decision too: it sets dataset, outcome, head_version (the last
+// committed version) and message, and leaves txn_uuid empty.
 type Decision struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Dataset string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
@@ -708,11 +737,12 @@ const file_decision_proto_rawDesc = "" +
 	"\flast_txn_seq\x18\x04 \x01(\x04R\n" +
 	"lastTxnSeq\x12 \n" +
 	"\flast_dec_seq\x18\x05 \x01(\x04R\n" +
-	"lastDecSeq*O\n" +
+	"lastDecSeq*d\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMMITTED\x10\x01\x12\x14\n" +
-	"\x10OUTCOME_REJECTED\x10\x02*\xd1\x02\n" +
+	"\x10OUTCOME_REJECTED\x10\x02\x12\x13\n" +
+	"\x0fOUTCOME_DELETED\x10\x03*\x90\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PRECONDITION_FAILED\x10\x01\x12\x16\n" +
@@ -728,7 +758,10 @@ const file_decision_proto_rawDesc = "" +
 	"\x12\x18\n" +
 	"\x14INVALID_DATASET_NAME\x10\v\x12\f\n" +
 	"\bINTERNAL\x10\f\x12\x1a\n" +
-	"\x16UNSUPPORTED_BY_READERS\x10\r*M\n" +
+	"\x16UNSUPPORTED_BY_READERS\x10\r\x12\x15\n" +
+	"\x11MANIFEST_MISMATCH\x10\x0e\x12\x11\n" +
+	"\rVERSION_MOVED\x10\x0f\x12\x13\n" +
+	"\x0fDATASET_DELETED\x10\x10*M\n" +
 	"\aReaders\x12\x17\n" +
 	"\x13READERS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREADERS_LANCE8\x10\x01\x12\x15\n" +
