@@ -163,7 +163,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	var staged []byte
 	if op == table.OpAppend {
 		// Landing an Append changes its read version and nothing else
-		// (the rules transform only row changes, indexes and overlays).
+		// (a rebase transforms only row changes and index coverage).
 		staged = in.data
 	}
 	return s.finish(next, rebased, staged, dels, rec)
