@@ -49,6 +49,9 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
 		v.lag = s.headVersion() - rec.ReadVersion
 	}
+	if enc, err := declog.Encode(rec); err == nil {
+		v.body = enc.Body
+	}
 	s.record(v, in.seq)
 	return v
 }
@@ -131,7 +134,12 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	}
 	opts := s.lim.rules
 	opts.hist = s
-	if err := checkPreconditions(ctx, s.ix, rv, pre, func() (*table.Manifest, error) { return p.pin(ctx) }, opts); err != nil {
+	opts.conflicts = s.cx
+	var pin func() (*table.Manifest, error)
+	if len(pre) > 0 {
+		pin = func() (*table.Manifest, error) { return p.pin(ctx) }
+	}
+	if err := checkPreconditions(ctx, s.ix, rv, pre, pin, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil
 		}
@@ -152,7 +160,13 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	return s.finish(next, rebased, dels, rec)
+	var staged []byte
+	if op == table.OpAppend {
+		// Landing an Append changes its read version and nothing else
+		// (a rebase transforms only row changes and index coverage).
+		staged = in.data
+	}
+	return s.finish(next, rebased, staged, dels, rec)
 }
 
 // pinner loads the manifest at a read version at most once per decision,
@@ -242,15 +256,18 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
-	return s.finish(next, txn, nil, rec)
+	return s.finish(next, txn, nil, nil, rec)
 }
 
 // finish checks the new manifest's version and fills the committed record.
-func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
+// The committed transaction is txn encoded; or, when staged is set (the
+// staged bytes txn was decoded from, differing from txn only in its read
+// version), those bytes with the read version set, not encoded again.
+func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []byte, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if want := s.headVersion() + 1; next.Version() != want {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
+	b, err := committedBytes(txn, staged)
 	if err != nil {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 	}
@@ -258,6 +275,13 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, dels []de
 	rec.Version = next.Version()
 	rec.Transaction = b
 	return verdict{rec: rec, next: next, txn: txn, deletions: dels}, nil
+}
+
+func committedBytes(txn *lancepb.Transaction, staged []byte) ([]byte, error) {
+	if staged != nil {
+		return table.WithReadVersion(staged, txn.GetReadVersion())
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(txn)
 }
 
 // asRejection turns an error from the rules into a rejection.

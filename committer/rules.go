@@ -56,6 +56,9 @@ type ruleOptions struct {
 	policy    evaluator.DeletionPolicy
 	limits    evaluator.Limits
 	hist      history
+	// conflicts, when set, names the committed versions a transaction
+	// must be checked against; versions it does not cover are all read.
+	conflicts *table.ConflictIndex
 }
 
 // checkPreconditions evaluates txn's preconditions, read at version rv,
@@ -111,10 +114,22 @@ func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, p
 // land checks txn for conflicts with everything committed after its read
 // version and rebases it onto head. It returns the transaction as it will
 // be committed and the deletion files to write first. Conflicts are
-// *rejection values.
+// *rejection values. txn is the caller's own: it is rebased in place. Of
+// the versions committed since txn's read version, only those the
+// conflict index names (when it covers them) are read.
 func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
-	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions}
-	for v := txn.GetReadVersion() + 1; v <= head.Version(); v++ {
+	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions, InPlace: true}
+	rv := txn.GetReadVersion()
+	var versions []uint64
+	if opts.conflicts != nil {
+		versions, in.Indexed = opts.conflicts.Candidates(txn, rv, head.Version(), nil)
+	}
+	if !in.Indexed {
+		for v := rv + 1; v <= head.Version(); v++ {
+			versions = append(versions, v)
+		}
+	}
+	for _, v := range versions {
 		other, err := opts.hist.Committed(ctx, v)
 		if err != nil {
 			return nil, nil, err

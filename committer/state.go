@@ -2,10 +2,8 @@ package committer
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -35,6 +33,14 @@ type verdict struct {
 	txn       *lancepb.Transaction  // committed: the transaction as committed
 	deletions []deletionWrite       // committed: files to write before appending
 	lag       uint64                // head - read version, for metrics
+	// body is rec encoded once, as the log stores it (nil if it did not
+	// encode: the append then encodes it and reports why not).
+	body []byte
+}
+
+// encoded returns v's record as declog.Log.AppendEncoded sends it.
+func (v verdict) encoded() declog.Encoded {
+	return declog.Encoded{Decision: v.rec, Body: v.body}
 }
 
 // limits are the decision core's settings.
@@ -72,18 +78,17 @@ type state struct {
 	ds        string
 	validName bool
 	lim       limits
-	older     history            // versions before the window; nil means none
-	ix        *table.ChangeIndex // kept in step with head
+	older     history              // versions before the window; nil means none
+	ix        *table.ChangeIndex   // kept in step with head
+	cx        *table.ConflictIndex // what the transactions in txns touch, kept in step with txns
 
-	head       *table.Manifest // nil until the dataset is created
-	recent     map[uint64]*table.Manifest
-	rcost      map[uint64]int // approximate bytes each manifest in recent keeps alive
-	rbytes     int            // sum of rcost
-	tcost      map[uint64]int // approximate bytes of each transaction in txns
-	tbytes     int            // sum of tcost
-	tevicted   uint64         // transactions ≤ tevicted were dropped to fit windowBytes
-	txns       map[uint64]*lancepb.Transaction
-	versionSeq seqIndex // version → CG_DEC sequence of its record
+	head       *table.Manifest                         // nil until the dataset is created
+	recent     map[uint64]costed[*table.Manifest]      // with the approximate bytes each keeps alive
+	rbytes     int                                     // sum of the costs in recent
+	tbytes     int                                     // sum of the costs in txns
+	tevicted   uint64                                  // transactions ≤ tevicted were dropped to fit windowBytes
+	txns       map[uint64]costed[*lancepb.Transaction] // with their approximate bytes
+	versionSeq seqIndex                                // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
@@ -104,9 +109,10 @@ type state struct {
 func newState(ds string, lim limits, older history) *state {
 	return &state{
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
-		recent: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}, rcost: map[uint64]int{}, tcost: map[uint64]int{},
+		recent: map[uint64]costed[*table.Manifest]{}, txns: map[uint64]costed[*lancepb.Transaction]{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
+		cx:      table.NewConflictIndex(),
 		share:   joinBudget(lim.budget, ds),
 	}
 }
@@ -124,9 +130,9 @@ func (s *state) setBase(m *table.Manifest) {
 func (s *state) setHead(next *table.Manifest, txnID string, txnBytes int) {
 	if s.head != nil {
 		v := s.head.Version()
-		s.recent[v] = s.head
-		s.rcost[v] = manifestCost(txnBytes)
-		s.rbytes += s.rcost[v]
+		c := costed[*table.Manifest]{s.head, manifestCost(txnBytes)}
+		s.recent[v] = c
+		s.rbytes += c.cost
 	}
 	s.head = next
 	if err := s.ix.Advance(next, txnID); err != nil {
@@ -157,7 +163,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 		return s.head, nil
 	}
 	if m, ok := s.recent[v]; ok {
-		return m, nil
+		return m.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("manifest %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
@@ -168,7 +174,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 // Committed implements history.
 func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := s.txns[v]; ok {
-		return t, nil
+		return t.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
@@ -326,14 +332,30 @@ func uuidKey(id string) ([16]byte, bool) {
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return k, false
 	}
-	h := id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36]
-	if strings.ToLower(h) != h {
-		return k, false // keep case-distinct ids distinct
-	}
-	if _, err := hex.Decode(k[:], []byte(h)); err != nil {
-		return k, false
+	n := 0 // hex digits read
+	for i := 0; i < len(id); i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		d, ok := lowerHex(id[i])
+		if !ok {
+			return [16]byte{}, false // not hex, or upper case: keep case-distinct ids distinct
+		}
+		k[n/2] |= d << (4 * (1 - n%2))
+		n++
 	}
 	return k, true
+}
+
+// lowerHex returns the value of a lower-case hex digit.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 func (d idSet) has(id string) bool {

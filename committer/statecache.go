@@ -41,21 +41,24 @@ func (s *state) evictByCost() {
 }
 
 // keepTxn adds the transaction committed at v (n bytes encoded) to the
-// window.
+// window and to the conflict index, which covers the window's
+// transactions: those dropped from below leave it from below, those
+// rolled back from above.
 func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.dropTxn(v)
-	s.txns[v] = txn
-	s.tcost[v] = txnCost(n)
-	s.tbytes += s.tcost[v]
+	c := costed[*lancepb.Transaction]{txn, txnCost(n) + s.cx.Add(v, txn)}
+	s.txns[v] = c
+	s.tbytes += c.cost
 }
 
 func (s *state) dropTxn(v uint64) {
-	if _, ok := s.txns[v]; !ok {
+	c, ok := s.txns[v]
+	if !ok {
 		return
 	}
 	delete(s.txns, v)
-	s.tbytes -= s.tcost[v]
-	delete(s.tcost, v)
+	s.cx.Forget(v)
+	s.tbytes -= c.cost
 }
 
 // txnCost approximates a decoded transaction's memory from its encoded
@@ -64,12 +67,19 @@ func (s *state) dropTxn(v uint64) {
 func txnCost(n int) int { return 256 + 6*n }
 
 func (s *state) dropManifest(v uint64) {
-	if _, ok := s.recent[v]; !ok {
+	c, ok := s.recent[v]
+	if !ok {
 		return
 	}
 	delete(s.recent, v)
-	s.rbytes -= s.rcost[v]
-	delete(s.rcost, v)
+	s.rbytes -= c.cost
+}
+
+// costed is something the state keeps with the approximate bytes it
+// keeps alive.
+type costed[T any] struct {
+	v    T
+	cost int
 }
 
 // manifestCost approximates the memory a manifest in the window keeps

@@ -218,7 +218,6 @@ type applier struct {
 	head    *Manifest
 	txn     *lancepb.Transaction
 	kind    Op
-	opName  string
 	b       *Builder
 	version uint64 // the version being built
 
@@ -232,7 +231,7 @@ type applier struct {
 }
 
 func newApplier(head *Manifest, txn *lancepb.Transaction, op Op) (*applier, error) {
-	a := &applier{head: head, txn: txn, kind: op, opName: "apply " + op.String(), b: head.Edit()}
+	a := &applier{head: head, txn: txn, kind: op, b: head.Edit()}
 	if head.Version() >= detachedVersion-1 {
 		return nil, a.errf(ErrInvalidTransaction, "version %d has no main-line successor", head.Version())
 	}
@@ -250,7 +249,7 @@ func newApplier(head *Manifest, txn *lancepb.Transaction, op Op) (*applier, erro
 }
 
 func (a *applier) errf(sentinel error, format string, args ...any) error {
-	return errorf(a.opName, sentinel, format, args...)
+	return errorf("apply "+a.kind.String(), sentinel, format, args...)
 }
 
 func (a *applier) invalid(format string, args ...any) error {

@@ -119,28 +119,47 @@ func (a *applier) stampUpdatedRows(f *lancepb.DataFragment) {
 func (a *applier) newFragments(frags []*lancepb.DataFragment, schema *Schema, what string) ([]*lancepb.DataFragment, error) {
 	out := make([]*lancepb.DataFragment, 0, len(frags))
 	for i, f := range frags {
-		if f == nil {
-			return nil, a.invalid("%s %d is empty", what, i)
-		}
-		if f.GetPhysicalRows() == 0 {
-			return nil, a.invalid("%s %d has no rows", what, i)
-		}
-		where := fmt.Sprintf("%s %d", what, i)
-		if err := a.checkFiles(f.GetFiles(), nil, where); err != nil {
+		if err := a.checkNewFragment(f, schema, what, i); err != nil {
 			return nil, err
-		}
-		if err := a.checkSchemaFields(f.GetFiles(), nil, schema, where); err != nil {
-			return nil, err
-		}
-		if err := a.checkDeletionFile(f, what); err != nil {
-			return nil, err
-		}
-		if len(f.GetOverlays()) > 0 {
-			return nil, a.invalid("%s %d carries overlay files; overlays are added by DataOverlay", what, i)
 		}
 		out = append(out, proto.CloneOf(f))
 	}
 	return out, nil
+}
+
+// checkNewFragment checks f, the i-th new fragment of what.
+func (a *applier) checkNewFragment(f *lancepb.DataFragment, schema *Schema, what string, i int) error {
+	if f == nil {
+		return a.invalid("%s %d is empty", what, i)
+	}
+	if f.GetPhysicalRows() == 0 {
+		return a.invalid("%s %d has no rows", what, i)
+	}
+	if err := a.checkNewFiles(f, schema, what, i); err != nil {
+		return err
+	}
+	if err := a.checkDeletionFile(f, what); err != nil {
+		return err
+	}
+	if len(f.GetOverlays()) > 0 {
+		return a.invalid("%s %d carries overlay files; overlays are added by DataOverlay", what, i)
+	}
+	return nil
+}
+
+// checkNewFiles checks the data files of f, the i-th new fragment of
+// what. The checks run once with what as the place; only when they fail
+// are they run again to name the fragment (the common case builds no
+// message).
+func (a *applier) checkNewFiles(f *lancepb.DataFragment, schema *Schema, what string, i int) error {
+	if a.checkFiles(f.GetFiles(), nil, what) == nil && a.checkSchemaFields(f.GetFiles(), nil, schema, what) == nil {
+		return nil
+	}
+	where := fmt.Sprintf("%s %d", what, i)
+	if err := a.checkFiles(f.GetFiles(), nil, where); err != nil {
+		return err
+	}
+	return a.checkSchemaFields(f.GetFiles(), nil, schema, where)
 }
 
 // checkFiles checks the data files of a fragment a transaction supplies.

@@ -17,6 +17,9 @@ func (a *applier) applyAppend(op *lancepb.Transaction_Append) error {
 	if len(op.GetFragments()) == 0 {
 		return a.invalid("append of no fragments")
 	}
+	if !a.stable {
+		return a.appendAsIs(op.GetFragments())
+	}
 	frags, err := a.newFragments(op.GetFragments(), nil, "appended fragment")
 	if err != nil {
 		return err
@@ -26,6 +29,30 @@ func (a *applier) applyAppend(op *lancepb.Transaction_Append) error {
 		return err
 	}
 	return a.insertAll(frags)
+}
+
+// appendAsIs inserts the appended fragments of a table without stable
+// row ids, where nothing but the id is added to them: each is encoded
+// with its id straight from the transaction (newFragmentWithID), without
+// the copy newFragments makes. The checks and ids are those of
+// newFragments and assignIDs.
+func (a *applier) appendAsIs(frags []*lancepb.DataFragment) error {
+	for i, f := range frags {
+		if err := a.checkNewFragment(f, nil, "appended fragment", i); err != nil {
+			return err
+		}
+	}
+	for _, f := range frags {
+		id := f.GetId()
+		if id == 0 {
+			id = a.nextID
+			a.nextID++
+		}
+		if err := a.b.Insert(newFragmentWithID(f, id)); err != nil {
+			return a.invalid("fragment id %d is already in use", id)
+		}
+	}
+	return nil
 }
 
 // stampFresh gives brand-new fragments their row ids and version sequences

@@ -45,6 +45,11 @@
 // fields through. Deletion-vector contents come through
 // [DeletionVectors]: deciding needs them, storing them is the caller's
 // business ([MemDeletions] holds them in memory, for tests and tools).
+// A [ConflictIndex] remembers what each committed transaction touched
+// (its kind and fragments) and names the few committed versions a
+// transaction can conflict with, so that Rebase sees those alone and a
+// rebase costs what overlaps the transaction, not how far behind head it
+// read.
 //
 // # Files
 //

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
@@ -46,6 +47,38 @@ func NewFragment(pb *lancepb.DataFragment) *Fragment {
 	}
 	f.enc = enc
 	return f
+}
+
+// newFragmentWithID returns the fragment pb would be with its id set to
+// id, without copying pb: pb is neither modified nor kept. A fragment
+// whose id is 0 is encoded with field 1 (id) put in front of its own
+// encoding, which is exactly the deterministic encoding of the fragment
+// with that id, since fields are encoded in field-number order
+// (TestNewFragmentWithID); otherwise a copy is made.
+func newFragmentWithID(pb *lancepb.DataFragment, id uint64) *Fragment {
+	if pb.GetId() == id || pb.GetId() != 0 {
+		c := proto.CloneOf(pb)
+		c.Id = id
+		return NewFragment(c)
+	}
+	opts := proto.MarshalOptions{Deterministic: true}
+	size := opts.Size(pb)
+	opts.UseCachedSize = true // Size just cached them, and pb is not modified
+	enc := make([]byte, 0, protowire.SizeTag(1)+protowire.SizeVarint(id)+size)
+	enc = protowire.AppendVarint(protowire.AppendTag(enc, 1, protowire.VarintType), id)
+	enc, err := opts.MarshalAppend(enc, pb)
+	if err != nil {
+		c := proto.CloneOf(pb)
+		c.Id = id
+		return NewFragment(c)
+	}
+	return &Fragment{
+		id:      id,
+		rows:    pb.GetPhysicalRows(),
+		deleted: pb.GetDeletionFile().GetNumDeletedRows(),
+		has:     partsOf(pb),
+		enc:     enc,
+	}
 }
 
 // SameFragment reports whether a and b are the same fragment object: the

@@ -158,3 +158,32 @@ func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
 	}
 	return txn, op, nil
 }
+
+// WithReadVersion returns a copy of b, an encoded transaction, with its
+// read_version set to rv and every other field as b has it, in b's order:
+// the transaction b decodes to, with read_version rv, without decoding
+// and re-encoding it. A read_version field that is not a varint (which
+// decoding keeps as an unknown field) is kept too. Errors wrap
+// ErrMalformed.
+func WithReadVersion(b []byte, rv uint64) ([]byte, error) {
+	const readVersion protowire.Number = 1
+	out := make([]byte, 0, len(b)+protowire.SizeTag(readVersion)+protowire.SizeVarint(rv))
+	if rv != 0 {
+		out = protowire.AppendVarint(protowire.AppendTag(out, readVersion, protowire.VarintType), rv)
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(n).Error()}
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(m).Error()}
+		}
+		if num != readVersion || typ != protowire.VarintType {
+			out = append(out, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return out, nil
+}

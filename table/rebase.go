@@ -21,7 +21,8 @@ type Committed struct {
 	Txn     *lancepb.Transaction
 }
 
-// RebaseInput is everything Rebase needs. Nothing in it is modified.
+// RebaseInput is everything Rebase needs. Nothing in it is modified,
+// except Txn with InPlace.
 type RebaseInput struct {
 	// Txn is the transaction being committed ("ours").
 	Txn *lancepb.Transaction
@@ -40,6 +41,16 @@ type RebaseInput struct {
 	// head versions of the fragments whose deletion vectors are merged or
 	// checked row by row. It may be nil when none is needed.
 	Deletions DeletionVectors
+	// Indexed says that Committed holds, ascending, only the versions a
+	// ConflictIndex named for Txn (ConflictIndex.Candidates) rather than
+	// every version after read_version: the others are Compatible with
+	// Txn and touch none of its fragments, so Rebase has nothing to do
+	// with them and the result is the same.
+	Indexed bool
+	// InPlace lets Rebase transform Txn itself instead of a copy, for a
+	// caller that owns Txn and uses it afterwards only as Rebase returns
+	// it. Txn is then changed even when the result is a conflict.
+	InPlace bool
 }
 
 // NewDeletionFile is a deletion file the rebased transaction refers to and
@@ -111,7 +122,21 @@ type RebaseResult struct {
 //     which also counts rows a concurrent Delete removed: an over-rejection
 //     Lance shares, never a lost overlay.
 func Rebase(ctx context.Context, in RebaseInput) (RebaseResult, error) {
-	r, err := newRebaser(in)
+	oursOp, err := checkRebaseInput(in)
+	if err != nil {
+		return RebaseResult{}, err
+	}
+	if len(in.Committed) == 0 && !finishes(oursOp) {
+		// Nothing to check and nothing to rebuild: only the read version
+		// moves.
+		out := in.Txn
+		if !in.InPlace {
+			out = proto.CloneOf(out)
+		}
+		out.ReadVersion = in.Head.Version()
+		return RebaseResult{Txn: out}, nil
+	}
+	r, err := newRebaser(in, oursOp)
 	if err != nil {
 		return RebaseResult{}, err
 	}
@@ -172,6 +197,7 @@ type rebaser struct {
 	oursOp   Op
 	ops      []Op // of in.Committed
 	fields   fieldTree
+	schemas  [2]*Schema // backs fields.schemas: read and head
 	newFiles []NewDeletionFile
 
 	lastTouch  map[uint64]int             // fragment → last committed txn that touched it
@@ -180,50 +206,77 @@ type rebaser struct {
 	overlayChk fragSet                    // fragment of our overlay a concurrent Update moved rows out of
 }
 
-func newRebaser(in RebaseInput) (*rebaser, error) {
+// checkRebaseInput checks in and returns the kind of ours.
+func checkRebaseInput(in RebaseInput) (Op, error) {
 	oursOp, err := supportedOp(rebaseOp, "ours", in.Txn)
 	if err != nil {
-		return nil, err
+		return oursOp, err
 	}
 	if in.Head == nil {
-		return nil, errorf(rebaseOp, ErrMalformed, "no head manifest")
+		return oursOp, errorf(rebaseOp, ErrMalformed, "no head manifest")
 	}
 	rv, head := in.Txn.GetReadVersion(), in.Head.Version()
 	if in.Read == nil && rv != 0 {
-		return nil, errorf(rebaseOp, ErrMalformed, "no manifest for read version %d", rv)
+		return oursOp, errorf(rebaseOp, ErrMalformed, "no manifest for read version %d", rv)
 	}
 	if in.Read != nil && in.Read.Version() != rv {
-		return nil, errorf(rebaseOp, ErrMalformed, "read manifest is version %d, transaction read version is %d", in.Read.Version(), rv)
+		return oursOp, errorf(rebaseOp, ErrMalformed, "read manifest is version %d, transaction read version is %d", in.Read.Version(), rv)
 	}
 	if head < rv {
-		return nil, errorf(rebaseOp, ErrInvalidTransaction, "read version %d is ahead of head version %d", rv, head)
+		return oursOp, errorf(rebaseOp, ErrInvalidTransaction, "read version %d is ahead of head version %d", rv, head)
 	}
-	if uint64(len(in.Committed)) != head-rv {
-		return nil, errorf(rebaseOp, ErrVersionNotFound, "%d committed transactions given for versions %d to %d", len(in.Committed), rv+1, head)
+	return oursOp, checkCommitted(in, rv, head)
+}
+
+// finishes reports the kinds of ours that Rebase checks or rebuilds
+// against the head once the committed transactions are through.
+func finishes(op Op) bool {
+	return op == OpDelete || op == OpUpdate || op == OpDataOverlay
+}
+
+// newRebaser starts the rebase of in (checked), whose ours is of kind
+// oursOp.
+func newRebaser(in RebaseInput, oursOp Op) (*rebaser, error) {
+	var err error
+	r := &rebaser{in: in, out: in.Txn, oursOp: oursOp} // the maps are made when first written
+	if len(in.Committed) > 0 {
+		r.ops = make([]Op, len(in.Committed))
 	}
-	r := &rebaser{
-		in:         in,
-		out:        proto.CloneOf(in.Txn),
-		oursOp:     oursOp,
-		ops:        make([]Op, len(in.Committed)),
-		lastTouch:  map[uint64]int{},
-		updatedBy:  map[uint64]bool{},
-		coverage:   map[uint64]*roaring.Bitmap{},
-		overlayChk: fragSet{},
+	if !in.InPlace {
+		r.out = proto.CloneOf(in.Txn)
 	}
 	for i, c := range in.Committed {
-		if c.Version != rv+1+uint64(i) {
-			return nil, errorf(rebaseOp, ErrVersionNotFound, "committed transaction %d is version %d, want %d", i, c.Version, rv+1+uint64(i))
-		}
-		if r.ops[i], err = supportedOp(rebaseOp, fmt.Sprintf("version %d", c.Version), c.Txn); err != nil {
+		if r.ops[i], err = OpOf(c.Txn); err != nil || !r.ops[i].Supported() {
+			_, err = supportedOp(rebaseOp, fmt.Sprintf("version %d", c.Version), c.Txn)
 			return nil, err
 		}
 	}
+	r.fields.schemas = r.schemas[:0]
 	if in.Read != nil {
 		r.fields.schemas = append(r.fields.schemas, in.Read.Schema())
 	}
 	r.fields.schemas = append(r.fields.schemas, in.Head.Schema())
 	return r, nil
+}
+
+// checkCommitted checks that in.Committed names versions rv+1 to head:
+// every one of them in order, or with Indexed some of them, ascending.
+func checkCommitted(in RebaseInput, rv, head uint64) error {
+	if !in.Indexed && uint64(len(in.Committed)) != head-rv {
+		return errorf(rebaseOp, ErrVersionNotFound, "%d committed transactions given for versions %d to %d", len(in.Committed), rv+1, head)
+	}
+	prev := rv
+	for i, c := range in.Committed {
+		ok := c.Version == prev+1
+		if in.Indexed {
+			ok = c.Version > prev && c.Version <= head
+		}
+		if !ok {
+			return errorf(rebaseOp, ErrVersionNotFound, "committed transaction %d is version %d, after version %d (read version %d, head %d)", i, c.Version, prev, rv, head)
+		}
+		prev = c.Version
+	}
+	return nil
 }
 
 // note records which fragments committed transaction i touched, for
@@ -237,6 +290,9 @@ func (r *rebaser) note(i int) {
 		ids = append(rc.updated, rc.removed...)
 		if rc.update != nil {
 			for _, id := range rc.updated {
+				if r.updatedBy == nil {
+					r.updatedBy = map[uint64]bool{}
+				}
 				r.updatedBy[id] = true
 			}
 		}
@@ -248,6 +304,9 @@ func (r *rebaser) note(i int) {
 		ids = overlayIDs(txn.GetDataOverlay())
 	}
 	for _, id := range ids {
+		if r.lastTouch == nil {
+			r.lastTouch = map[uint64]int{}
+		}
 		r.lastTouch[id] = i
 	}
 }
@@ -269,6 +328,9 @@ func (r *rebaser) absorb(i int, v Conflict) error {
 			if err != nil {
 				return withContext(err, "version %d", r.in.Committed[i].Version)
 			}
+			if r.coverage == nil {
+				r.coverage = map[uint64]*roaring.Bitmap{}
+			}
 			if r.coverage[g.GetFragmentId()] == nil {
 				r.coverage[g.GetFragmentId()] = roaring.New()
 			}
@@ -276,6 +338,9 @@ func (r *rebaser) absorb(i int, v Conflict) error {
 		}
 	case r.oursOp == OpDataOverlay && r.ops[i] == OpUpdate:
 		for _, id := range v.Fragments {
+			if r.overlayChk == nil {
+				r.overlayChk = fragSet{}
+			}
 			r.overlayChk[id] = struct{}{}
 		}
 	}

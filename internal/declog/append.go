@@ -39,7 +39,18 @@ type pubResponse struct {
 // each record. Errors wrap ErrFenced (the log moved: re-read it) or
 // ErrAppend (the outcome is unknown: re-read it).
 func (l *Log) Append(ctx context.Context, ds string, expect uint64, decs []*cellguardpb.Decision) ([]uint64, error) {
-	msgs, err := l.batch(ds, expect, decs)
+	encs := make([]Encoded, len(decs))
+	for i, d := range decs {
+		encs[i].Decision = d
+	}
+	return l.AppendEncoded(ctx, ds, expect, encs)
+}
+
+// AppendEncoded is Append for decisions whose bodies were encoded once
+// (Encode), when they were decided: the bytes are sent as they are, on
+// every attempt. An Encoded with a nil Body is encoded here.
+func (l *Log) AppendEncoded(ctx context.Context, ds string, expect uint64, encs []Encoded) ([]uint64, error) {
+	msgs, err := l.batch(ds, expect, encs)
 	if err != nil {
 		return nil, err
 	}
@@ -58,21 +69,21 @@ func (l *Log) Append(ctx context.Context, ds string, expect uint64, decs []*cell
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrAppend, ds, err)
 	}
-	return appendResult(ds, resp.Data, decs)
+	return appendResult(ds, resp.Data, encs)
 }
 
-// batch builds the messages of decs: the first carries the fence, and
+// batch builds the messages of encs: the first carries the fence, and
 // more than one form an atomic batch.
-func (l *Log) batch(ds string, expect uint64, decs []*cellguardpb.Decision) ([]*nats.Msg, error) {
-	if len(decs) == 0 {
+func (l *Log) batch(ds string, expect uint64, encs []Encoded) ([]*nats.Msg, error) {
+	if len(encs) == 0 {
 		return nil, fmt.Errorf("declog: append to %s: no decisions", ds)
 	}
-	msgs := make([]*nats.Msg, len(decs))
-	for i, d := range decs {
-		if d.GetDataset() != ds {
+	msgs := make([]*nats.Msg, len(encs))
+	for i, e := range encs {
+		if d := e.Decision; d.GetDataset() != ds {
 			return nil, fmt.Errorf("declog: append to %s: decision of %q", ds, d.GetDataset())
 		}
-		m, err := Message(l.sc, d)
+		m, err := e.Message(l.sc)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +104,7 @@ func (l *Log) batch(ds string, expect uint64, decs []*cellguardpb.Decision) ([]*
 }
 
 // appendResult reads the server's answer to an append of decs.
-func appendResult(ds string, data []byte, decs []*cellguardpb.Decision) ([]uint64, error) {
+func appendResult(ds string, data []byte, decs []Encoded) ([]uint64, error) {
 	var pa pubResponse
 	if err := json.Unmarshal(data, &pa); err != nil {
 		return nil, fmt.Errorf("%w: %s: bad response %q: %v", ErrAppend, ds, data, err)
@@ -107,7 +118,7 @@ func appendResult(ds string, data []byte, decs []*cellguardpb.Decision) ([]uint6
 	}
 	if pa.Duplicate {
 		// The log already holds this decision: the writer's view is stale.
-		return nil, fmt.Errorf("%w: %s: duplicate decision %s", ErrFenced, ds, decs[0].GetTxnUuid())
+		return nil, fmt.Errorf("%w: %s: duplicate decision %s", ErrFenced, ds, decs[0].Decision.GetTxnUuid())
 	}
 	if len(decs) > 1 && pa.Count != len(decs) {
 		return nil, fmt.Errorf("%w: %s: batch stored %d of %d", ErrAppend, ds, pa.Count, len(decs))

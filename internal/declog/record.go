@@ -101,14 +101,45 @@ func parseHeaders(r *Record, h nats.Header) error {
 	return nil
 }
 
+// Encoded is a decision with the body the log stores for it, encoded
+// once: Append sends Body as it is, however often it is retried. Body nil
+// means not encoded yet.
+type Encoded struct {
+	Decision *cellguardpb.Decision
+	Body     []byte
+}
+
+// Encode encodes d once, for AppendEncoded.
+func Encode(d *cellguardpb.Decision) (Encoded, error) {
+	body, err := proto.Marshal(d)
+	if err != nil {
+		return Encoded{}, fmt.Errorf("declog: encode decision: %w", err)
+	}
+	return Encoded{Decision: d, Body: body}, nil
+}
+
 // Message builds the log message of one decision: the subject of its
 // outcome, the body, and the headers a headers-only reader needs, with a
 // Nats-Msg-Id derived from the transaction uuid (a decision is stored
 // once).
 func Message(sc subject.Scheme, d *cellguardpb.Decision) (*nats.Msg, error) {
-	body, err := proto.Marshal(d)
+	e, err := Encode(d)
 	if err != nil {
-		return nil, fmt.Errorf("declog: encode decision: %w", err)
+		return nil, err
+	}
+	return e.Message(sc)
+}
+
+// Message builds the log message of e (see the function Message), with
+// e.Body as the message body; a nil Body is encoded now.
+func (e Encoded) Message(sc subject.Scheme) (*nats.Msg, error) {
+	d, body := e.Decision, e.Body
+	if body == nil {
+		enc, err := Encode(d)
+		if err != nil {
+			return nil, err
+		}
+		body = enc.Body
 	}
 	o := subjectOf(d.GetOutcome())
 	m := nats.NewMsg(sc.Dec(d.GetDataset(), o))

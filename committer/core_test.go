@@ -1,0 +1,132 @@
+package committer
+
+import (
+	"encoding/hex"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
+)
+
+// TestDecideIndexedMatchesWalk decides one random stream of transactions
+// (appends, deletes, overlays and indexes read up to 20 versions behind
+// head, with rolled-back batches in between) in two states: one lands
+// transactions through the conflict index, the other, whose index is
+// emptied before every decision, reads every committed version as before
+// the index existed. Every decision must be the same, record for record.
+func TestDecideIndexedMatchesWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	lim := limits{maxTxnBytes: 1 << 20, window: 16, maxLag: 1000}
+	newSide := func() (*state, *memHistory) {
+		h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+		return newState("core", lim, h), h
+	}
+	indexed, ih := newSide()
+	walked, wh := newSide()
+	seq := uint64(0)
+	decide := func(txn *lancepb.Transaction, keep bool) {
+		t.Helper()
+		seq++
+		body := mustMarshal(t, txn)
+		var recs [2]*cellguardpb.Decision
+		for i, side := range []struct {
+			st *state
+			h  *memHistory
+		}{{indexed, ih}, {walked, wh}} {
+			if side.st == walked {
+				side.st.cx.Reset()
+			}
+			m := side.st.mark()
+			v := side.st.decide(t.Context(), staged{seq: seq, data: body})
+			if v.skip || v.broken != nil {
+				t.Fatalf("decide %d: skip=%v broken=%v", seq, v.skip, v.broken)
+			}
+			recs[i] = v.rec
+			if v.next != nil { // the committed bytes are the committed transaction
+				var got lancepb.Transaction
+				if err := proto.Unmarshal(v.rec.Transaction, &got); err != nil || !proto.Equal(&got, v.txn) {
+					t.Fatalf("decision %d: the record's transaction %v (%v) is not the one committed, %v", seq, &got, err, v.txn)
+				}
+			}
+			if !keep {
+				side.st.rollback(m)
+				continue
+			}
+			side.st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+			if v.next != nil {
+				side.h.ms[v.next.Version()], side.h.txns[v.next.Version()] = v.next, v.txn
+			}
+		}
+		a, b := recs[0], recs[1]
+		if a.Outcome != b.Outcome || a.Reason != b.Reason || a.Version != b.Version || a.Message != b.Message ||
+			a.ConflictVersion != b.ConflictVersion || a.ConflictTxnUuid != b.ConflictTxnUuid || string(a.Transaction) != string(b.Transaction) {
+			t.Fatalf("decision %d differs:\nindexed %v\nwalked  %v", seq, a, b)
+		}
+	}
+	decide(createTxn(newUUID()), true)
+	for range 1500 {
+		head := indexed.headVersion()
+		rv := head - uint64(rng.IntN(int(min(head, 20))))
+		var txn *lancepb.Transaction
+		switch k := rng.IntN(10); {
+		case k < 5:
+			txn = appendTxn(newUUID(), rv)
+		case k < 8:
+			txn = deleteFragmentTxn(newUUID(), rv, uint64(rng.IntN(int(head)+1)))
+		case k < 9:
+			txn = overlayTxn(t, newUUID(), rv)
+		default:
+			txn = indexTxn(newUUID(), rv)
+		}
+		decide(txn, rng.IntN(8) != 0)
+	}
+	if h := indexed.headVersion(); !indexed.cx.Covers(h-uint64(lim.window), h) {
+		t.Errorf("the conflict index does not cover the window (%d versions up to %d)", indexed.cx.Len(), h)
+	}
+	if indexed.headVersion() < 500 {
+		t.Errorf("only %d versions committed: the stream exercises too little", indexed.headVersion())
+	}
+}
+
+// TestUUIDKeyMatchesHex checks uuidKey, which reads the hex digits
+// itself, against decoding them with encoding/hex, on valid ids and on
+// every single-byte corruption of one.
+func TestUUIDKeyMatchesHex(t *testing.T) {
+	ref := func(id string) ([16]byte, bool) {
+		var k [16]byte
+		if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+			return k, false
+		}
+		h := id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36]
+		if strings.ToLower(h) != h {
+			return k, false
+		}
+		if _, err := hex.Decode(k[:], []byte(h)); err != nil {
+			return k, false
+		}
+		return k, true
+	}
+	check := func(id string) {
+		t.Helper()
+		gk, gok := uuidKey(id)
+		wk, wok := ref(id)
+		if gok != wok || gok && gk != wk {
+			t.Fatalf("uuidKey(%q) = %x, %v; want %x, %v", id, gk, gok, wk, wok)
+		}
+	}
+	for range 200 {
+		id := newUUID()
+		check(id)
+		check(strings.ToUpper(id))
+		for i := range len(id) {
+			for _, c := range []byte{'0', '9', 'a', 'f', 'g', 'A', 'F', '-', ' ', 0xff} {
+				check(id[:i] + string(c) + id[i+1:])
+			}
+		}
+	}
+}
