@@ -95,7 +95,8 @@ func (s *strays) reject(ctx context.Context, m *jetstream.RawStreamMsg) error {
 			tok, nameErr := c.sc.ParseStaged(m.Subject)
 			v.rec.Message = fmt.Sprintf("staged on subject %q: %v; no dataset can have this name (rejections of such messages are logged under %q)", m.Subject, nameErr, subject.StrayDataset)
 			actx, cancel := context.WithTimeout(ctx, appendTimeout)
-			seqs, err := w.append(actx, mk.lastDecSeq, []*cellguardpb.Decision{v.rec})
+			// The message was changed after decide encoded it: encode again.
+			seqs, err := c.dl.Append(actx, subject.StrayDataset, mk.lastDecSeq, []*cellguardpb.Decision{v.rec})
 			cancel()
 			if err != nil {
 				st.rollback(mk)

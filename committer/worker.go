@@ -300,6 +300,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 	c, st := w.c, w.st
 	m := st.mark()
 	var recs []*cellguardpb.Decision
+	var encs []declog.Encoded // recs as encoded once by decide
 	var verdicts []verdict
 	var idx []int
 	for i, in := range items {
@@ -321,6 +322,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 			continue // the uuid has a decision (a republish): ack only
 		}
 		recs, verdicts, idx = append(recs, v.rec), append(verdicts, v), append(idx, i)
+		encs = append(encs, v.encoded())
 	}
 	if err := c.step(StepDecided, w.ds); err != nil {
 		return err
@@ -334,7 +336,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 			st.rollback(m)
 			return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
 		}
-		seqs, err := w.append(ctx, m.lastDecSeq, recs)
+		seqs, err := w.append(ctx, m.lastDecSeq, encs)
 		if err != nil {
 			st.rollback(m)
 			return err
@@ -388,17 +390,17 @@ const appendTimeout = 1500 * time.Millisecond
 // streams, that only pays off for larger groups). A chain that fails part
 // way is rolled back as a whole; the caller's catch-up reads back what did
 // land.
-func (w *worker) append(ctx context.Context, expect uint64, recs []*cellguardpb.Decision) ([]uint64, error) {
+func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
 	c := w.c
 	if len(recs) >= c.cfg.AtomicBatchMin {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
-		return c.dl.Append(actx, w.ds, expect, recs)
+		return c.dl.AppendEncoded(actx, w.ds, expect, recs)
 	}
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
-		s, err := c.dl.Append(actx, w.ds, expect, recs[i:i+1])
+		s, err := c.dl.AppendEncoded(actx, w.ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {
 			return nil, err
