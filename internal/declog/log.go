@@ -110,7 +110,7 @@ func (l *Log) Last(ctx context.Context, filter string) (Record, bool, error) {
 func (l *Log) At(ctx context.Context, seq uint64) (Record, error) {
 	rctx, cancel := l.request(ctx)
 	defer cancel()
-	m, err := l.dec.GetMsg(rctx, seq)
+	m, err := l.getMsg(rctx, seq)
 	if err != nil {
 		return Record{}, fmt.Errorf("declog: record %d: %w", seq, err)
 	}

@@ -1,0 +1,79 @@
+package declog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A direct get may be answered by any replica of the decision log,
+// including one that has not yet stored the latest records: on a 3-node
+// cluster a record appended a moment ago was reported "not found" by a
+// lagging follower (the bench's R3 runs rejected a few appends
+// READ_VERSION_TOO_OLD, "record purged"). "Not found" from a direct get
+// is therefore confirmed with the stream leader (the STREAM.MSG.GET API)
+// before anyone is told the record is gone.
+
+// leaderGetResponse is the STREAM.MSG.GET answer.
+type leaderGetResponse struct {
+	Message *struct {
+		Subject  string    `json:"subject"`
+		Sequence uint64    `json:"seq"`
+		Header   []byte    `json:"hdrs,omitempty"`
+		Data     []byte    `json:"data,omitempty"`
+		Time     time.Time `json:"time"`
+	} `json:"message,omitempty"`
+	Error *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error,omitempty"`
+}
+
+// errCodeNoMessage is JetStream's "no message found" error code.
+const errCodeNoMessage = 10037
+
+// atLeader reads record seq from the stream leader.
+func (l *Log) atLeader(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(map[string]uint64{"seq": seq})
+	subj := "$JS.API.STREAM.MSG.GET." + l.sc.DecStream()
+	resp, err := l.js.Conn().RequestWithContext(ctx, subj, req)
+	if err != nil {
+		return nil, fmt.Errorf("declog: record %d from the stream leader: %w", seq, err)
+	}
+	var r leaderGetResponse
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("declog: record %d from the stream leader: %w", seq, err)
+	}
+	switch {
+	case r.Error != nil && r.Error.ErrCode == errCodeNoMessage:
+		return nil, jetstream.ErrMsgNotFound
+	case r.Error != nil:
+		return nil, fmt.Errorf("declog: record %d from the stream leader: %s (%d)", seq, r.Error.Description, r.Error.ErrCode)
+	case r.Message == nil:
+		return nil, fmt.Errorf("declog: record %d from the stream leader: empty answer", seq)
+	}
+	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		hdr, err := nats.DecodeHeadersMsg(r.Message.Header)
+		if err != nil {
+			return nil, fmt.Errorf("declog: record %d from the stream leader: headers: %w", seq, err)
+		}
+		m.Header = hdr
+	}
+	return m, nil
+}
+
+// getMsg reads record seq, confirming "not found" with the leader.
+func (l *Log) getMsg(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, err := l.dec.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) && l.dec.CachedInfo().Config.AllowDirect {
+		return l.atLeader(ctx, seq)
+	}
+	return m, err
+}
