@@ -92,6 +92,7 @@ func crashRun(t *testing.T, url string, js jetstream.JetStream, run int, rng *ra
 	step := crashSteps[rng.IntN(len(crashSteps))]
 	cfg := testConfig()
 	cfg.Datasets = []string{ds}
+	cfg.Partitions = 4 // fewer consumers to create per start; the runs share a stream
 	cfg.BatchSize = 2 + rng.IntN(7)
 	cfg.AtomicBatchMin = 1 + rng.IntN(4) // exercise both append paths
 	cfg.MaxAckPending = 2 * cfg.BatchSize
@@ -156,7 +157,13 @@ restart:
 	r2.c.mu.Unlock()
 	if w != nil && w.st != nil { // nil if stopped before it loaded
 		if got := w.st.versionSeq.seqs; w.st.versionSeq.first != 1 || !slices.Equal(got, want) {
-			t.Errorf("run %d: in-memory version index %v, log has %v", run, got, want)
+			var desc []string
+			for _, e := range l {
+				desc = append(desc, fmt.Sprintf("%d:v%d/t%d/%s", e.seq, e.rec.Version, e.rec.TxnSeq, e.rec.Outcome))
+			}
+			st := w.status.Load()
+			t.Errorf("run %d (%s): in-memory version index %v, log has %v; state lastDecSeq %d lastTxnSeq %d head v%d; status %+v; log %v",
+				run, step, got, want, w.st.lastDecSeq, w.st.lastTxnSeq, w.st.headVersion(), st, desc)
 		}
 	}
 	st := loadForTest(t, url, cfg, ds)
