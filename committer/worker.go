@@ -128,6 +128,7 @@ func (w *worker) ensureLoaded(ctx context.Context) error {
 		return nil
 	}
 	w.setStatus(DatasetLoading, "", "")
+	w.active = time.Now() // a preloaded dataset is not idle yet
 	return w.load(ctx)
 }
 
