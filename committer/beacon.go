@@ -35,6 +35,11 @@ import (
 // fenced decision log keeps two committers from both deciding, exactly
 // as after any pin change.
 
+// joinListen is how long a starting committer listens for the others
+// before it takes its share of the partitions (a round trip and some
+// scheduling; too short only moves a few partitions twice).
+const joinListen = 150 * time.Millisecond
+
 // beaconEvery is how often a committer announces its pins.
 const beaconEvery = 500 * time.Millisecond
 
@@ -106,6 +111,7 @@ func (b *beacons) run(ctx context.Context) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	b.announce() // at once: the others answer a new id right away (receive)
 	tick := time.NewTicker(beaconEvery)
 	defer tick.Stop()
 	for {

@@ -141,8 +141,9 @@ func (c *Committer) Run(ctx context.Context) error {
 		}()
 		// Hear the other committers before taking a share of the
 		// partitions, so that a joining committer does not take them all
-		// for a moment.
-		_ = retry.Sleep(runCtx, 2*beaconEvery/3)
+		// for a moment: it announces itself at once, and each running
+		// committer answers a new id at once.
+		_ = retry.Sleep(runCtx, joinListen)
 	}
 	c.preload(runCtx)
 	if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {

@@ -92,7 +92,6 @@ func crashRun(t *testing.T, url string, js jetstream.JetStream, run int, rng *ra
 	step := crashSteps[rng.IntN(len(crashSteps))]
 	cfg := testConfig()
 	cfg.Datasets = []string{ds}
-	cfg.Partitions = 4 // fewer consumers to create per start; the runs share a stream
 	cfg.BatchSize = 2 + rng.IntN(7)
 	cfg.AtomicBatchMin = 1 + rng.IntN(4) // exercise both append paths
 	cfg.MaxAckPending = 2 * cfg.BatchSize

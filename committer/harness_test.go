@@ -32,6 +32,7 @@ func testConfig() Config {
 		DiscoverEvery:   50 * time.Millisecond,
 		TakeoverOnStart: true,
 		BatchSize:       64,
+		Partitions:      8, // fewer consumers to create and take over per start
 		CheckpointEvery: 10,
 		Window:          8,
 		TxnMaxBytes:     64 << 20,
