@@ -322,9 +322,35 @@ func (c *Committer) reconcile(ctx context.Context) {
 	}
 	for _, p := range release {
 		p.stop(true)
+		c.partMu.Lock()
+		if c.released == nil {
+			c.released = map[string]time.Time{}
+		}
+		c.released[p.name] = time.Now()
+		c.partMu.Unlock()
 		c.log.Info("partition released to another committer", "partition", p.name)
 	}
 	c.metrics.partitions.Set(float64(n))
+}
+
+// recentlyReleased returns the partitions this committer gave up within
+// the last AckWait (it may hold unacked messages of theirs), forgetting
+// older ones.
+func (c *Committer) recentlyReleased(now time.Time) []string {
+	c.partMu.Lock()
+	defer c.partMu.Unlock()
+	var out []string
+	for name, t := range c.released {
+		if now.Sub(t) > c.cfg.AckWait {
+			delete(c.released, name)
+			continue
+		}
+		if _, consuming := c.parts[name]; !consuming {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // stopPartitions stops every partition (Run is ending).

@@ -3,6 +3,7 @@ package committer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"cellguard/internal/subject"
@@ -50,6 +52,11 @@ type beacon struct {
 	// Partitions are the partition consumers the committer consumes
 	// (assign.go), pinned or not yet.
 	Partitions []string `json:"partitions,omitempty"`
+	// Released are the partitions it gave up within the last AckWait: it
+	// may still hold unacked messages of theirs (a batch in hand). If it
+	// dies, they are redelivered at once (resetReleased), not after
+	// AckWait.
+	Released []string `json:"released,omitempty"`
 	// Host and PID say which process this is, for `cellguard status`.
 	Host  string    `json:"host,omitempty"`
 	PID   int       `json:"pid,omitempty"`
@@ -79,12 +86,17 @@ type beacons struct {
 	pins   map[[2]string]heldPin // (consumer, pin id) → holder
 	// suspects are consumers whose announced holder went silent.
 	suspects map[string]suspect
+	// released is each committer's last announced Released list; reset
+	// marks (committer, consumer) pairs already reset after its silence.
+	released map[string][]string
+	reset    map[[2]string]bool
 }
 
 func newBeacons(c *Committer) *beacons {
 	host, _ := os.Hostname()
 	return &beacons{c: c, id: nuid.Next(), host: host, since: time.Now(),
-		live: map[string]time.Time{}, pins: map[[2]string]heldPin{}, suspects: map[string]suspect{}}
+		live: map[string]time.Time{}, pins: map[[2]string]heldPin{}, suspects: map[string]suspect{},
+		released: map[string][]string{}, reset: map[[2]string]bool{}}
 }
 
 // liveMembers returns the ids of the committers heard within
@@ -127,6 +139,9 @@ func (b *beacons) run(ctx context.Context) {
 		for _, cons := range b.orphans(time.Now()) {
 			b.check(ctx, cons)
 		}
+		for _, cons := range b.releasedBySilent(time.Now()) {
+			b.resetReleased(ctx, cons)
+		}
 	}
 }
 
@@ -145,6 +160,7 @@ func (b *beacons) receive(m *nats.Msg) {
 		}
 	}
 	b.live[bc.ID] = now
+	b.released[bc.ID] = bc.Released
 	for cons, pin := range bc.Pins {
 		b.pins[[2]string{cons, pin}] = heldPin{owner: bc.ID, seen: now}
 	}
@@ -163,6 +179,7 @@ func (b *beacons) announce() {
 		}
 	}
 	slices.Sort(bc.Partitions)
+	bc.Released = c.recentlyReleased(time.Now())
 	data, err := json.Marshal(bc)
 	if err == nil {
 		_ = c.nc.Publish(c.sc.Beacon(), data)
@@ -210,6 +227,51 @@ func (b *beacons) orphans(now time.Time) []string {
 		out = append(out, cons)
 	}
 	return out
+}
+
+// releasedBySilent returns, if this committer is the one to act (the
+// smallest live id), the partitions a now silent committer announced as
+// released: it may have died holding unacked messages of theirs. Each is
+// returned once per silent committer.
+func (b *beacons) releasedBySilent(now time.Time) []string {
+	after := b.c.cfg.TakeoverAfter
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var live []string
+	for id, t := range b.live {
+		if now.Sub(t) <= after {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 || slices.Min(live) != b.id {
+		return nil
+	}
+	var out []string
+	for id, rel := range b.released {
+		t, ok := b.live[id]
+		if !ok || now.Sub(t) <= after || id == b.id {
+			continue
+		}
+		for _, cons := range rel {
+			if k := [2]string{id, cons}; !b.reset[k] {
+				b.reset[k] = true
+				out = append(out, cons)
+			}
+		}
+	}
+	return out
+}
+
+// resetReleased redelivers a released partition's unacked messages to
+// whoever holds its pin now.
+func (b *beacons) resetReleased(ctx context.Context, consumer string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := b.c.txn.ResetConsumer(ctx, consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b.c.log.Warn("fast takeover: reset a partition the silent committer released", "consumer", consumer, "err", err)
+		return
+	}
+	b.c.log.Info("fast takeover: a committer went silent after releasing a partition; unacked messages redelivered", "consumer", consumer)
 }
 
 // livePin reports whether a live committer announces pin on consumer.

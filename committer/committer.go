@@ -62,8 +62,9 @@ type Committer struct {
 	partMu   sync.Mutex
 	gens     []int
 	parts    map[string]*partition
-	legacy   atomic.Bool // CG_TXN holds messages staged before it was partitioned
-	draining atomic.Bool // a goroutine drains them
+	released map[string]time.Time // partitions given up, when (for the beacons)
+	legacy   atomic.Bool          // CG_TXN holds messages staged before it was partitioned
+	draining atomic.Bool          // a goroutine drains them
 	epochs   atomic.Uint64
 
 	phaseMu    sync.Mutex
