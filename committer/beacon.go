@@ -320,7 +320,14 @@ func (b *beacons) check(ctx context.Context, consumer string) {
 	waiting := info.NumPending > 0 || info.NumAckPending > 0
 	switch {
 	case pin == "" || b.livePin(consumer, pin, now):
-		b.settle(consumer) // a waiting pull gets (or has) the pin
+		// A waiting pull gets (or has) the pin; but what the silent
+		// committer received and never acked waits for AckWait unless
+		// the consumer is reset (the server drops a dead client's pin
+		// without the "timeout" advisory that resets it otherwise).
+		b.settle(consumer)
+		if info.NumAckPending > 0 {
+			b.resetReleased(ctx, consumer)
+		}
 		return
 	case pin != dead && !(waiting && now.Sub(since) > c.cfg.TakeoverAfter):
 		return // undecided yet
