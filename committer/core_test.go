@@ -130,3 +130,54 @@ func TestUUIDKeyMatchesHex(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaAtEveryVersion: the state's schema history answers the schema
+// of every version since its base, across a schema change and a rolled
+// back one, without the window or the change index.
+func TestSchemaAtEveryVersion(t *testing.T) {
+	st := newState("schemas", limits{maxTxnBytes: 1 << 20, window: 2, maxLag: 1000}, nil)
+	want := map[uint64]*table.Schema{}
+	seq := uint64(0)
+	decide := func(txn *lancepb.Transaction, keep bool) {
+		t.Helper()
+		seq++
+		m := st.mark()
+		v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
+		if v.next == nil {
+			t.Fatalf("decision %d not committed: %v", seq, v.rec)
+		}
+		if !keep {
+			st.rollback(m)
+			return
+		}
+		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+		want[v.next.Version()] = v.next.Schema()
+	}
+	decide(createTxn(newUUID()), true)
+	for i := range 5 {
+		decide(appendTxn(newUUID(), uint64(i+1)), true)
+	}
+	wider := &lancepb.Transaction{Uuid: newUUID(), ReadVersion: st.headVersion(), Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+		Fragments: []*lancepb.DataFragment{dataFragment("w.lance", 3)},
+		Schema: []*lancepb.Field{{Id: 0, Name: "a", ParentId: -1, LogicalType: "int64"}, {Id: 1, Name: "b", ParentId: -1, LogicalType: "int64"},
+			{Id: 2, Name: "c", ParentId: -1, LogicalType: "string"}},
+	}}}
+	decide(proto.CloneOf(wider), false) // rolled back: not in the history
+	wider.Uuid = newUUID()
+	decide(wider, true)
+	for range 3 {
+		decide(appendTxn(newUUID(), st.headVersion()), true)
+	}
+	if len(st.schemas) != 2 {
+		t.Errorf("%d schema changes recorded, want 2", len(st.schemas))
+	}
+	for v := uint64(1); v <= st.headVersion(); v++ {
+		got, ok := st.schemaAt(v)
+		if !ok || got != want[v] {
+			t.Errorf("schemaAt(%d) = %p, %v; want %p", v, got, ok, want[v])
+		}
+	}
+	if _, ok := st.schemaAt(st.headVersion() + 1); ok {
+		t.Error("schemaAt beyond head answered")
+	}
+}

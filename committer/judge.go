@@ -148,13 +148,19 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	if err := s.checkRebaseLag(rv); err != nil {
 		return verdict{}, err
 	}
-	pinned, err := p.pin(ctx)
-	if err != nil {
-		return verdict{}, pinRejection(rv, err)
-	}
-	rebased, dels, err := land(ctx, pinned, head, txn, opts)
-	if err != nil {
-		return verdict{}, asRejection(err)
+	var rebased *lancepb.Transaction
+	var dels []deletionWrite
+	if landsAsIs(txn, op, rv, head, opts) {
+		txn.ReadVersion = head.Version() // what land would do, without the read manifest
+		rebased = txn
+	} else {
+		pinned, err := p.pin(ctx)
+		if err != nil {
+			return verdict{}, pinRejection(rv, err)
+		}
+		if rebased, dels, err = land(ctx, pinned, head, txn, opts); err != nil {
+			return verdict{}, asRejection(err)
+		}
 	}
 	next, err := applyTxn(ctx, head, rebased, s)
 	if err != nil {
@@ -206,6 +212,8 @@ func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, p
 	var schema *table.Schema
 	if w, ok := s.ix.At(p.rv); ok {
 		schema = w.Schema()
+	} else if sc, ok := s.schemaAt(p.rv); ok {
+		schema = sc
 	} else {
 		if len(pre) == 0 {
 			if err := s.checkRebaseLag(p.rv); err != nil {

@@ -111,6 +111,23 @@ func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, p
 	return r
 }
 
+// landsAsIs reports whether landing txn on head changes nothing but its
+// read version: the conflict index covers its read version and names no
+// committed version it must be checked against, and its kind is not one
+// Rebase rebuilds against the head afterwards (delete, update, overlay).
+// Then the read version's manifest is not needed at all: a worker that
+// read long ago (beyond the window of manifests kept in memory) costs no
+// rebuild from the log. Rebase on the same input returns the same
+// transaction (TestDecideIndexedMatchesWalk decides the same staged
+// transactions with and without the index, record for record).
+func landsAsIs(txn *lancepb.Transaction, op table.Op, rv uint64, head *table.Manifest, opts ruleOptions) bool {
+	if opts.conflicts == nil || op == table.OpDelete || op == table.OpUpdate || op == table.OpDataOverlay {
+		return false
+	}
+	versions, indexed := opts.conflicts.Candidates(txn, rv, head.Version(), nil)
+	return indexed && len(versions) == 0
+}
+
 // land checks txn for conflicts with everything committed after its read
 // version and rebases it onto head. It returns the transaction as it will
 // be committed and the deletion files to write first. Conflicts are

@@ -1,9 +1,11 @@
 package committer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 
@@ -104,6 +106,32 @@ type state struct {
 	// deleted is the dataset's tombstone once the log holds one
 	// (tombstone.go); nil while it lives.
 	deleted *tombstone
+	// schemas are the schema changes since the state's base, ascending:
+	// the schema at any version from schemas[0].v on, whatever the
+	// window keeps (a schema changes rarely; see schemaAt).
+	schemas []schemaFrom
+}
+
+// schemaFrom is a schema and the version it took effect at.
+type schemaFrom struct {
+	v  uint64
+	sc *table.Schema
+}
+
+// schemaAt returns the schema at version v, if the state knows it.
+func (s *state) schemaAt(v uint64) (*table.Schema, bool) {
+	i, _ := slices.BinarySearchFunc(s.schemas, v, func(e schemaFrom, v uint64) int { return cmp.Compare(e.v, v+1) })
+	if i == 0 || v > s.headVersion() {
+		return nil, false // before the first known version
+	}
+	return s.schemas[i-1].sc, true
+}
+
+// noteSchema records m's schema if it differs from the last one.
+func (s *state) noteSchema(m *table.Manifest) {
+	if n := len(s.schemas); n == 0 || s.schemas[n-1].sc != m.Schema() {
+		s.schemas = append(s.schemas, schemaFrom{m.Version(), m.Schema()})
+	}
 }
 
 func newState(ds string, lim limits, older history) *state {
@@ -122,6 +150,7 @@ func newState(ds string, lim limits, older history) *state {
 func (s *state) setBase(m *table.Manifest) {
 	s.head = m
 	s.ix.Rebuild(m)
+	s.schemas = []schemaFrom{{m.Version(), m.Schema()}}
 }
 
 // setHead moves head to next, the version committed by txnID (txnBytes
@@ -135,6 +164,7 @@ func (s *state) setHead(next *table.Manifest, txnID string, txnBytes int) {
 		s.rbytes += c.cost
 	}
 	s.head = next
+	s.noteSchema(next)
 	if err := s.ix.Advance(next, txnID); err != nil {
 		s.ix.Rebuild(next) // out of step: start again from here
 	}
@@ -211,6 +241,9 @@ func (s *state) rollback(m mark) {
 	s.versionSeq.truncate(m.versions)
 	s.ix.Rollback(m.head)
 	s.head, s.lastDecSeq, s.lastTxnSeq = m.head, m.lastDecSeq, m.lastTxnSeq
+	for len(s.schemas) > 0 && (m.head == nil || s.schemas[len(s.schemas)-1].v > m.head.Version()) {
+		s.schemas = s.schemas[:len(s.schemas)-1]
+	}
 	if s.head == nil { // an undone creation or adoption
 		s.cfg = nil
 		s.versionSeq = seqIndex{}
