@@ -144,7 +144,11 @@ func (c *Committer) Run(ctx context.Context) error {
 		// partitions, so that a joining committer does not take them all
 		// for a moment: it announces itself at once, and each running
 		// committer answers a new id at once.
-		_ = retry.Sleep(runCtx, joinListen)
+		// A committer told to take every partition over at start (a
+		// single replica) has no one to hear.
+		if !c.cfg.TakeoverOnStart {
+			_ = retry.Sleep(runCtx, joinListen)
+		}
 	}
 	c.preload(runCtx)
 	if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
