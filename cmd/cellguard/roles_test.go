@@ -27,6 +27,8 @@ var roleCommands = []struct {
 	{"dataset show", []string{"dataset", "show", "orders"}, false},
 	{"dataset log", []string{"dataset", "log", "orders"}, false},
 	{"events tail", []string{"events", "tail", "--from", "1", "orders"}, true},
+	{"partitions", []string{"partitions", "--listen", "700ms"}, false},
+	{"partitions set 64", []string{"partitions", "set", "64"}, false}, // the count it has: changes nothing
 	// Last: the admin deletes "doomed" (the other roles are refused).
 	{"dataset delete --force", []string{"dataset", "delete", "doomed", "--force"}, false},
 }
