@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -54,8 +55,8 @@ func (c *Committer) addCheckpoint(ds string, v uint64) {
 
 // writeCheckpoint stores the checkpoint of a manifest; the committer calls
 // it every K versions.
-func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Manifest, decSeq, txnSeq uint64) error {
-	if err := c.dl.WriteCheckpoint(ctx, declog.Checkpoint{Dataset: ds, Manifest: m, DecSeq: decSeq, TxnSeq: txnSeq}); err != nil {
+func (c *Committer) writeCheckpoint(ctx context.Context, ds string, m *table.Manifest, decSeq, txnSeq uint64, log *declog.LogState) error {
+	if err := c.dl.WriteCheckpoint(ctx, declog.Checkpoint{Dataset: ds, Manifest: m, DecSeq: decSeq, TxnSeq: txnSeq, Log: log}); err != nil {
 		return err
 	}
 	c.addCheckpoint(ds, m.Version())
@@ -92,11 +93,11 @@ func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
 // errReplayDone ends loadState's body replay at the indexed top.
 var errReplayDone = errors.New("committer: replay reached the indexed top")
 
-// loadState fills st from the log: a headers-only pass indexes every
+// loadWholeLog fills st from the log: a headers-only pass indexes every
 // decision (ids for exactly-once, version → record sequence), then the
 // manifest is rebuilt from the newest trusted checkpoint plus the
 // committed records after it.
-func (c *Committer) loadState(ctx context.Context, st *state) error {
+func (c *Committer) loadWholeLog(ctx context.Context, st *state) error {
 	from := uint64(1)
 	adopted := false // the log starts with an adoption record (adopt.go)
 	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
@@ -121,11 +122,58 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	if err := c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
+	return c.replayFromIndex(ctx, st, adopted)
+}
+
+// loadState fills st from the newest checkpoint that carries the log
+// state (decided ids, version index) and the records after it: a load
+// costs the tail of the log, not its whole history. Without such a
+// checkpoint, or when it fails the trust rule or does not agree with
+// itself, the whole log is read (loadWholeLog).
+func (c *Committer) loadState(ctx context.Context, st *state) error {
+	v, ok := c.latestCheckpoint(st.ds, math.MaxUint64)
+	if !ok {
+		return c.loadWholeLog(ctx, st)
+	}
+	cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
+	if errors.Is(err, declog.ErrUntrustedCheckpoint) || err == nil && !usableLogState(cp) {
+		if err != nil {
+			c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
+		}
+		return c.loadWholeLog(ctx, st)
+	}
+	if err != nil {
+		return err
+	}
+	st.setBase(cp.Manifest)
+	st.setLogState(cp)
+	from := cp.DecSeq + 1
+	if err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, false, func(r declog.Record) error { return st.replay(ctx, r) }); err != nil {
+		return untrusted(err)
+	}
+	return c.checkStagedSeq(ctx, st)
+}
+
+// usableLogState reports whether cp carries a log state that agrees with
+// its own version: the index ends at cp.Version, at cp.DecSeq.
+func usableLogState(cp declog.Checkpoint) bool {
+	ls := cp.Log
+	if ls == nil || len(ls.IndexSeqs) == 0 || ls.IndexFirst == 0 {
+		return false
+	}
+	top := ls.IndexFirst + uint64(len(ls.IndexSeqs)) - 1
+	return top == cp.Version && ls.IndexSeqs[len(ls.IndexSeqs)-1] == cp.DecSeq
+}
+
+// replayFromIndex rebuilds the manifest of a state whose index pass read
+// the whole log: from the newest trusted checkpoint plus the committed
+// records after it.
+func (c *Committer) replayFromIndex(ctx context.Context, st *state, adopted bool) error {
 	top := st.versionSeq.top()
 	if top == 0 {
 		return nil
 	}
-	from = 1 // first log sequence to replay bodies from
+	from := uint64(1) // first log sequence to replay bodies from
 	if v, ok := c.latestCheckpoint(st.ds, top); ok {
 		cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
 		if err != nil {
@@ -145,7 +193,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	// Another committer may append while this one loads (a standby
 	// loading beside the leader): records past the index pass's top are
 	// left for the catch-up that follows the index, not replayed here.
-	err = c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error {
+	err := c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error {
 		if r.Version > top {
 			return errReplayDone
 		}
@@ -380,6 +428,7 @@ type cpReq struct {
 	ds             string
 	m              *table.Manifest
 	decSeq, txnSeq uint64
+	log            *declog.LogState // nil: the checkpoint holds the manifest only
 }
 
 // checkpointWorkers is how many checkpoints are written at once.
@@ -441,7 +490,7 @@ func (cw *checkpointWriter) write(r cpReq) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := c.writeCheckpoint(ctx, r.ds, r.m, r.decSeq, r.txnSeq)
+	err := c.writeCheckpoint(ctx, r.ds, r.m, r.decSeq, r.txnSeq, r.log)
 	cancel()
 	result := "ok"
 	if err != nil {
@@ -493,5 +542,7 @@ func (w *worker) maybeCheckpoint(prev *table.Manifest) {
 		return
 	}
 	seq, _ := w.st.versionSeq.at(now)
-	w.c.cpw.offer(cpReq{ds: w.ds, m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq})
+	// Taken after the batch's commit: the decided ids are exactly those
+	// the log holds (none provisional), all at or before lastDecSeq.
+	w.c.cpw.offer(cpReq{ds: w.ds, m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq, log: w.st.logState()})
 }

@@ -112,6 +112,36 @@ type state struct {
 	schemas []schemaFrom
 }
 
+// logState is what a checkpoint carries of the state besides the
+// manifest (declog.LogState): the decided ids and the version index. It
+// is taken between batches, never with provisional decisions.
+func (s *state) logState() *declog.LogState {
+	ls := &declog.LogState{IndexFirst: s.versionSeq.first, IndexSeqs: slices.Clone(s.versionSeq.seqs)}
+	ls.UUIDs = make([][16]byte, 0, len(s.decided.u))
+	for u := range s.decided.u {
+		ls.UUIDs = append(ls.UUIDs, u)
+	}
+	ls.IDs = make([]string, 0, len(s.decided.s))
+	for id := range s.decided.s {
+		ls.IDs = append(ls.IDs, id)
+	}
+	return ls
+}
+
+// setLogState makes an empty state's decided ids, version index and log
+// positions those of checkpoint cp (usableLogState).
+func (s *state) setLogState(cp declog.Checkpoint) {
+	ls := cp.Log
+	for _, u := range ls.UUIDs {
+		s.decided.u[u] = struct{}{}
+	}
+	for _, id := range ls.IDs {
+		s.decided.s[id] = struct{}{}
+	}
+	s.versionSeq = seqIndex{first: ls.IndexFirst, seqs: slices.Clone(ls.IndexSeqs)}
+	s.lastDecSeq, s.lastTxnSeq, s.txnSeqRec = cp.DecSeq, cp.TxnSeq, cp.DecSeq
+}
+
 // schemaFrom is a schema and the version it took effect at.
 type schemaFrom struct {
 	v  uint64

@@ -23,6 +23,20 @@ type Checkpoint struct {
 	DecSeq   uint64 // CG_DEC sequence of the committed record of Version
 	TxnSeq   uint64 // highest CG_TXN sequence decided by then
 	Manifest *table.Manifest
+	// Log, when set, is what the writer knew of the log up to DecSeq (a
+	// committer's decided ids and version index), so a load can read
+	// only the records after DecSeq.
+	Log *LogState
+}
+
+// LogState is the part of a committer's state that a full pass over the
+// log would rebuild: the ids decided up to a sequence and the log
+// sequence of each committed version.
+type LogState struct {
+	UUIDs      [][16]byte // decided transaction uuids
+	IDs        []string   // decided ids that are not uuids
+	IndexFirst uint64     // version of IndexSeqs[0]
+	IndexSeqs  []uint64
 }
 
 // bucket returns the checkpoint store, or nil if it does not exist yet.
@@ -142,7 +156,20 @@ func decodeCheckpoint(b []byte) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	return Checkpoint{Dataset: pb.GetDataset(), Version: pb.GetVersion(), DecSeq: pb.GetLastDecSeq(), TxnSeq: pb.GetLastTxnSeq(), Manifest: m}, nil
+	cp := Checkpoint{Dataset: pb.GetDataset(), Version: pb.GetVersion(), DecSeq: pb.GetLastDecSeq(), TxnSeq: pb.GetLastTxnSeq(), Manifest: m}
+	if pb.GetHasLogState() {
+		u := pb.GetDecidedUuids()
+		if len(u)%16 != 0 {
+			return Checkpoint{}, fmt.Errorf("decided uuids: %d bytes, not a multiple of 16", len(u))
+		}
+		ls := &LogState{IDs: pb.GetDecidedIds(), IndexFirst: pb.GetIndexFirst(), IndexSeqs: pb.GetIndexSeqs()}
+		ls.UUIDs = make([][16]byte, len(u)/16)
+		for i := range ls.UUIDs {
+			copy(ls.UUIDs[i][:], u[16*i:])
+		}
+		cp.Log = ls
+	}
+	return cp, nil
 }
 
 // WriteCheckpoint stores the checkpoint of cp.Manifest, creating nothing:
@@ -160,7 +187,15 @@ func (l *Log) WriteCheckpoint(ctx context.Context, cp Checkpoint) error {
 		return fmt.Errorf("declog: encode checkpoint: %w", err)
 	}
 	v := cp.Manifest.Version()
-	b, err := proto.Marshal(&cellguardpb.Checkpoint{Dataset: cp.Dataset, Version: v, Manifest: mb, LastDecSeq: cp.DecSeq, LastTxnSeq: cp.TxnSeq})
+	pb := &cellguardpb.Checkpoint{Dataset: cp.Dataset, Version: v, Manifest: mb, LastDecSeq: cp.DecSeq, LastTxnSeq: cp.TxnSeq}
+	if ls := cp.Log; ls != nil {
+		pb.HasLogState, pb.DecidedIds, pb.IndexFirst, pb.IndexSeqs = true, ls.IDs, ls.IndexFirst, ls.IndexSeqs
+		pb.DecidedUuids = make([]byte, 0, 16*len(ls.UUIDs))
+		for _, u := range ls.UUIDs {
+			pb.DecidedUuids = append(pb.DecidedUuids, u[:]...)
+		}
+	}
+	b, err := proto.Marshal(pb)
 	if err != nil {
 		return fmt.Errorf("declog: encode checkpoint: %w", err)
 	}

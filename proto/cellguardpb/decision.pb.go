@@ -621,7 +621,19 @@ type Checkpoint struct {
 	// The highest CG_TXN sequence decided when the checkpoint was taken.
 	LastTxnSeq uint64 `protobuf:"varint,4,opt,name=last_txn_seq,json=lastTxnSeq,proto3" json:"last_txn_seq,omitempty"`
 	// The CG_DEC sequence of the committed record of version.
-	LastDecSeq    uint64 `protobuf:"varint,5,opt,name=last_dec_seq,json=lastDecSeq,proto3" json:"last_dec_seq,omitempty"`
+	LastDecSeq uint64 `protobuf:"varint,5,opt,name=last_dec_seq,json=lastDecSeq,proto3" json:"last_dec_seq,omitempty"`
+	// What the committer knew of the log up to last_dec_seq, so that a
+	// load reads only the records after it (absent in checkpoints written
+	// before; a load then reads the whole log). has_log_state says the
+	// fields below are present (an empty set is a valid state).
+	HasLogState bool `protobuf:"varint,6,opt,name=has_log_state,json=hasLogState,proto3" json:"has_log_state,omitempty"`
+	// Every transaction id decided by a record at or before last_dec_seq:
+	// uuids as 16 bytes each, concatenated; other ids listed.
+	DecidedUuids []byte   `protobuf:"bytes,7,opt,name=decided_uuids,json=decidedUuids,proto3" json:"decided_uuids,omitempty"`
+	DecidedIds   []string `protobuf:"bytes,8,rep,name=decided_ids,json=decidedIds,proto3" json:"decided_ids,omitempty"`
+	// The log sequence of each committed version from index_first on.
+	IndexFirst    uint64   `protobuf:"varint,9,opt,name=index_first,json=indexFirst,proto3" json:"index_first,omitempty"`
+	IndexSeqs     []uint64 `protobuf:"varint,10,rep,packed,name=index_seqs,json=indexSeqs,proto3" json:"index_seqs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +703,41 @@ func (x *Checkpoint) GetLastDecSeq() uint64 {
 	return 0
 }
 
+func (x *Checkpoint) GetHasLogState() bool {
+	if x != nil {
+		return x.HasLogState
+	}
+	return false
+}
+
+func (x *Checkpoint) GetDecidedUuids() []byte {
+	if x != nil {
+		return x.DecidedUuids
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetDecidedIds() []string {
+	if x != nil {
+		return x.DecidedIds
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetIndexFirst() uint64 {
+	if x != nil {
+		return x.IndexFirst
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetIndexSeqs() []uint64 {
+	if x != nil {
+		return x.IndexSeqs
+	}
+	return nil
+}
+
 var File_decision_proto protoreflect.FileDescriptor
 
 const file_decision_proto_rawDesc = "" +
@@ -728,7 +775,7 @@ const file_decision_proto_rawDesc = "" +
 	"\x10conflict_version\x18\f \x01(\x04R\x0fconflictVersion\x12*\n" +
 	"\x11conflict_txn_uuid\x18\r \x01(\tR\x0fconflictTxnUuid\x12B\n" +
 	"\x0edataset_config\x18\x0e \x01(\v2\x1b.cellguard.v1.DatasetConfigR\rdatasetConfig\x12)\n" +
-	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\"\xa0\x01\n" +
+	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\"\xca\x02\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x18\n" +
@@ -737,7 +784,16 @@ const file_decision_proto_rawDesc = "" +
 	"\flast_txn_seq\x18\x04 \x01(\x04R\n" +
 	"lastTxnSeq\x12 \n" +
 	"\flast_dec_seq\x18\x05 \x01(\x04R\n" +
-	"lastDecSeq*d\n" +
+	"lastDecSeq\x12\"\n" +
+	"\rhas_log_state\x18\x06 \x01(\bR\vhasLogState\x12#\n" +
+	"\rdecided_uuids\x18\a \x01(\fR\fdecidedUuids\x12\x1f\n" +
+	"\vdecided_ids\x18\b \x03(\tR\n" +
+	"decidedIds\x12\x1f\n" +
+	"\vindex_first\x18\t \x01(\x04R\n" +
+	"indexFirst\x12\x1d\n" +
+	"\n" +
+	"index_seqs\x18\n" +
+	" \x03(\x04R\tindexSeqs*d\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMMITTED\x10\x01\x12\x14\n" +
