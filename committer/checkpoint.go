@@ -136,7 +136,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 		return c.loadWholeLog(ctx, st)
 	}
 	cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
-	if errors.Is(err, declog.ErrUntrustedCheckpoint) || err == nil && !usableLogState(cp) {
+	if errors.Is(err, declog.ErrUntrustedCheckpoint) || err == nil && (!usableLogState(cp) || c.outgrown(cp)) {
 		if err != nil {
 			c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
 		}
@@ -152,6 +152,17 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 		return untrusted(err)
 	}
 	return c.checkStagedSeq(ctx, st)
+}
+
+// outgrown reports whether cp's decided ids outnumber what the decision
+// log retains (twice DecisionsPerSubject: committed and rejected records
+// are retained per subject). A state loaded from the log knows only the
+// retained decisions; one loaded from a checkpoint would keep every id
+// ever decided, and its checkpoints would keep growing. Past the bound,
+// a load reads the whole retained log instead, which trims the set.
+func (c *Committer) outgrown(cp declog.Checkpoint) bool {
+	limit := c.decRetain()
+	return limit > 0 && uint64(len(cp.Log.UUIDs)+len(cp.Log.IDs)) > 2*limit
 }
 
 // usableLogState reports whether cp carries a log state that agrees with
