@@ -17,7 +17,8 @@ import (
 // as always, or rejected READ_VERSION_TOO_OLD.
 //
 // Workers own their state, so one never touches another's caches: a
-// request to drop them is a signal the owner handles between batches.
+// request to drop them is a signal the owner handles between batches
+// (before its next batch, or at the committer's sweep: idle.go).
 
 // cacheBudget is the budget shared by all of a committer's datasets.
 type cacheBudget struct {

@@ -50,7 +50,8 @@
 //
 // Every transaction uuid gets exactly one decision, however often it is
 // delivered or republished: the worker keeps the set of decided uuids,
-// rebuilt from the log at start-up, and skips them.
+// rebuilt at load from the newest checkpoint and the log after it (or
+// the whole retained log), and skips them.
 //
 // # Failure handling
 //

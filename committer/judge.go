@@ -150,7 +150,8 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	}
 	var rebased *lancepb.Transaction
 	var dels []deletionWrite
-	if landsAsIs(txn, op, rv, head, opts) {
+	cands := candidates(txn, head, opts)
+	if landsAsIs(op, cands) {
 		txn.ReadVersion = head.Version() // what land would do, without the read manifest
 		rebased = txn
 	} else {
@@ -158,7 +159,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 		if err != nil {
 			return verdict{}, pinRejection(rv, err)
 		}
-		if rebased, dels, err = land(ctx, pinned, head, txn, opts); err != nil {
+		if rebased, dels, err = land(ctx, pinned, head, txn, cands, opts); err != nil {
 			return verdict{}, asRejection(err)
 		}
 	}

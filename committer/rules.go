@@ -120,33 +120,42 @@ func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, p
 // rebuild from the log. Rebase on the same input returns the same
 // transaction (TestDecideIndexedMatchesWalk decides the same staged
 // transactions with and without the index, record for record).
-func landsAsIs(txn *lancepb.Transaction, op table.Op, rv uint64, head *table.Manifest, opts ruleOptions) bool {
-	if opts.conflicts == nil || op == table.OpDelete || op == table.OpUpdate || op == table.OpDataOverlay {
-		return false
+func landsAsIs(op table.Op, c landing) bool {
+	return c.indexed && len(c.versions) == 0 && op != table.OpDelete && op != table.OpUpdate && op != table.OpDataOverlay
+}
+
+// landing names the committed versions txn must be checked against:
+// those the conflict index names when it covers txn's read version
+// (indexed), else every version after it.
+type landing struct {
+	versions []uint64
+	indexed  bool
+}
+
+func candidates(txn *lancepb.Transaction, head *table.Manifest, opts ruleOptions) landing {
+	var c landing
+	rv := txn.GetReadVersion()
+	if opts.conflicts != nil {
+		c.versions, c.indexed = opts.conflicts.Candidates(txn, rv, head.Version(), nil)
 	}
-	versions, indexed := opts.conflicts.Candidates(txn, rv, head.Version(), nil)
-	return indexed && len(versions) == 0
+	if !c.indexed {
+		c.versions = c.versions[:0]
+		for v := rv + 1; v <= head.Version(); v++ {
+			c.versions = append(c.versions, v)
+		}
+	}
+	return c
 }
 
 // land checks txn for conflicts with everything committed after its read
 // version and rebases it onto head. It returns the transaction as it will
 // be committed and the deletion files to write first. Conflicts are
 // *rejection values. txn is the caller's own: it is rebased in place. Of
-// the versions committed since txn's read version, only those the
-// conflict index names (when it covers them) are read.
-func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
-	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions, InPlace: true}
-	rv := txn.GetReadVersion()
-	var versions []uint64
-	if opts.conflicts != nil {
-		versions, in.Indexed = opts.conflicts.Candidates(txn, rv, head.Version(), nil)
-	}
-	if !in.Indexed {
-		for v := rv + 1; v <= head.Version(); v++ {
-			versions = append(versions, v)
-		}
-	}
-	for _, v := range versions {
+// the versions committed since txn's read version, only those c names
+// (candidates) are read.
+func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, c landing, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
+	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions, InPlace: true, Indexed: c.indexed}
+	for _, v := range c.versions {
 		other, err := opts.hist.Committed(ctx, v)
 		if err != nil {
 			return nil, nil, err

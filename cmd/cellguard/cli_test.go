@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,9 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"cellguard/committer"
 	"cellguard/internal/natstest"
 )
 
@@ -82,17 +79,7 @@ func TestHelpAndUsageOffline(t *testing.T) {
 // fails.
 func TestNATSConventions(t *testing.T) {
 	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
-	cm, err := committer.New(roles.Connect(t, "committer"), committer.Config{DiscoverEvery: 20 * time.Millisecond, Logger: tailLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cm.Run(cctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	for !cm.Ready() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	runCommitter(t, roles)
 	url := roles.Server.ClientURL()
 	admin := roles.Keys["admin"].SeedFile
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"cellguard/committer"
 	"cellguard/internal/natsperm"
 	"cellguard/internal/natstest"
 )
@@ -41,17 +40,7 @@ var tableRoles = []string{"committer", "worker", "reader", "admin"}
 // (the verb's own deadline has not passed), never a hang.
 func TestRoleTable(t *testing.T) {
 	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
-	cm, err := committer.New(roles.Connect(t, "committer"), committer.Config{DiscoverEvery: 20 * time.Millisecond, Logger: tailLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cm.Run(cctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	for !cm.Ready() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	runCommitter(t, roles)
 	url := roles.Server.ClientURL()
 	if err := cli(t, context.Background(), "dataset", "create", "orders", "--schema", "id:int64", "--nats-url", url, "--creds", roles.Keys["worker"].SeedFile); err != nil {
 		t.Fatal(err)
