@@ -30,6 +30,7 @@ import (
 type Server struct {
 	*server.Server
 	opts *server.Options
+	log  *serverLog
 }
 
 // Option adjusts the server options before start.
@@ -46,7 +47,7 @@ func RunServer(t testing.TB, opts ...Option) *Server {
 	for _, fn := range opts {
 		fn(o)
 	}
-	s := &Server{opts: o}
+	s := &Server{opts: o, log: newServerLog(t)}
 	if err := s.start(); err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -63,6 +64,7 @@ func (s *Server) start() error {
 	if addr, ok := srv.Addr().(*net.TCPAddr); ok {
 		s.opts.Port = addr.Port
 	}
+	srv.SetLoggerV2(s.log, false, false, false)
 	s.Server = srv
 	return nil
 }
@@ -141,11 +143,12 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Fatalf("natstest: %v", err)
 	}
 	c := &Cluster{}
+	log := newServerLog(t)
 	for _, o := range all {
 		for _, fn := range opts {
 			fn(o)
 		}
-		c.Servers = append(c.Servers, &Server{opts: o})
+		c.Servers = append(c.Servers, &Server{opts: o, log: log})
 	}
 	for _, s := range c.Servers {
 		if err := s.start(); err != nil {

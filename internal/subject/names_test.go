@@ -81,7 +81,8 @@ func TestParseStaged(t *testing.T) {
 
 // TestPartitionMatchesServer publishes to a real server's stream whose
 // subject transform is TxnPartitionMapping, and checks that the subject
-// each message was stored under carries Partition of its dataset.
+// each message was stored under carries Partition of its dataset. The
+// streams are in memory: the transform is what is checked, not a store.
 func TestPartitionMatchesServer(t *testing.T) {
 	srv := natstest.RunServer(t)
 	_, js := natstest.Connect(t, srv.URL())
@@ -92,7 +93,7 @@ func TestPartitionMatchesServer(t *testing.T) {
 		src, dest := s.TxnPartitionMapping(n)
 		name := fmt.Sprintf("PART%d", n)
 		st, err := js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: name, Subjects: []string{src},
+			Name: name, Subjects: []string{src}, Storage: jetstream.MemoryStorage,
 			SubjectTransform: &jetstream.SubjectTransformConfig{Source: src, Destination: dest},
 		})
 		if err != nil {
