@@ -128,17 +128,20 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
 	}
 	s.syncIndex()
-	p := pinner{s: s, rv: rv}
-	if err := s.checkReadSchema(ctx, txn, pre, &p); err != nil {
+	local := pinner{s: s, rv: rv}
+	p := &local
+	var pin func() (*table.Manifest, error)
+	if len(pre) > 0 {
+		// The evaluator keeps pin: only then does the pinner live on the heap.
+		shared := &pinner{s: s, rv: rv}
+		p, pin = shared, func() (*table.Manifest, error) { return shared.pin(ctx) }
+	}
+	if err := s.checkReadSchema(ctx, txn, pre, p); err != nil {
 		return verdict{}, asRejection(err)
 	}
 	opts := s.lim.rules
 	opts.hist = s
 	opts.conflicts = s.cx
-	var pin func() (*table.Manifest, error)
-	if len(pre) > 0 {
-		pin = func() (*table.Manifest, error) { return p.pin(ctx) }
-	}
 	if err := checkPreconditions(ctx, s.ix, rv, pre, pin, opts); err != nil {
 		if errors.Is(err, errBrokenState) {
 			return verdict{broken: err}, nil

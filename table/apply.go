@@ -218,7 +218,7 @@ type applier struct {
 	head    *Manifest
 	txn     *lancepb.Transaction
 	kind    Op
-	b       *Builder
+	b       Builder
 	version uint64 // the version being built
 
 	nextID        uint64 // next fragment id to assign to a fragment that arrives with id 0
@@ -231,7 +231,7 @@ type applier struct {
 }
 
 func newApplier(head *Manifest, txn *lancepb.Transaction, op Op) (*applier, error) {
-	a := &applier{head: head, txn: txn, kind: op, b: head.Edit()}
+	a := &applier{head: head, txn: txn, kind: op, b: head.edit()}
 	if head.Version() >= detachedVersion-1 {
 		return nil, a.errf(ErrInvalidTransaction, "version %d has no main-line successor", head.Version())
 	}
@@ -293,7 +293,7 @@ func (a *applier) apply(ctx context.Context, older Versions) error {
 
 // finish stamps the header of the new manifest and builds it.
 func (a *applier) finish() (*Manifest, error) {
-	h := a.b.Header()
+	h := a.b.topHeader() // only top-level fields are set below
 	h.Version = a.version
 	h.Timestamp, h.WriterVersion = nil, nil
 	h.TransactionFile, h.TransactionSection = "", nil

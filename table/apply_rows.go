@@ -403,7 +403,7 @@ func (a *applier) applyRestore(ctx context.Context, op *lancepb.Transaction_Rest
 		}
 		old = m
 	}
-	a.b = old.Edit()
+	a.b = old.edit()
 	a.restored = true
 	return nil
 }

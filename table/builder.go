@@ -1,6 +1,8 @@
 package table
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
@@ -10,7 +12,8 @@ import (
 // base untouched; Build returns the result, which shares all fragments the
 // builder did not replace. A Builder is not safe for concurrent use.
 type Builder struct {
-	header *lancepb.Manifest // private clone, created on first write
+	header *lancepb.Manifest // private copy, created on first write
+	deep   bool              // header's nested messages, lists and maps are its own too
 	base   *lancepb.Manifest
 	schema *Schema
 	frags  fragmentList
@@ -18,16 +21,69 @@ type Builder struct {
 
 // Edit starts building a manifest from m.
 func (m *Manifest) Edit() *Builder {
-	return &Builder{base: m.header, schema: m.schema, frags: m.frags}
+	b := m.edit()
+	return &b
+}
+
+func (m *Manifest) edit() Builder {
+	return Builder{base: m.header, schema: m.schema, frags: m.frags}
 }
 
 // Header returns the header of the manifest being built, for modification.
 // The first call clones the base header.
 func (b *Builder) Header() *lancepb.Manifest {
-	if b.header == nil {
-		b.header = proto.CloneOf(b.base)
+	if !b.deep {
+		if b.header == nil {
+			b.header = b.base
+		}
+		b.header = proto.CloneOf(b.header)
+		b.deep = true
 	}
 	return b.header
+}
+
+// topHeader returns the header of the manifest being built for setting
+// its top-level fields only (scalars, and pointers replaced whole): its
+// nested messages, lists and maps may be the base's, never to be modified.
+// Most versions change nothing else, and copying the top level costs one
+// allocation where a clone costs one per nested message.
+func (b *Builder) topHeader() *lancepb.Manifest {
+	if b.header == nil {
+		b.header = shallowHeader(b.base)
+	}
+	return b.header
+}
+
+// shallowHeader returns a copy of h's top-level fields, sharing every
+// nested message, list and map with h. Every field of lancepb.Manifest is
+// listed (TestShallowHeaderCopiesEveryField fails when one is missing).
+func shallowHeader(h *lancepb.Manifest) *lancepb.Manifest {
+	c := &lancepb.Manifest{
+		Fields:             h.Fields,
+		SchemaMetadata:     h.SchemaMetadata,
+		Fragments:          h.Fragments,
+		Version:            h.Version,
+		VersionAuxData:     h.VersionAuxData,
+		WriterVersion:      h.WriterVersion,
+		IndexSection:       h.IndexSection,
+		Timestamp:          h.Timestamp,
+		Tag:                h.Tag,
+		ReaderFeatureFlags: h.ReaderFeatureFlags,
+		WriterFeatureFlags: h.WriterFeatureFlags,
+		MaxFragmentId:      h.MaxFragmentId,
+		TransactionFile:    h.TransactionFile,
+		TransactionSection: h.TransactionSection,
+		NextRowId:          h.NextRowId,
+		DataFormat:         h.DataFormat,
+		Config:             h.Config,
+		TableMetadata:      h.TableMetadata,
+		BasePaths:          h.BasePaths,
+		Branch:             h.Branch,
+	}
+	if u := h.ProtoReflect().GetUnknown(); len(u) > 0 {
+		c.ProtoReflect().SetUnknown(slices.Clone(u))
+	}
+	return c
 }
 
 // Schema returns the schema of the manifest being built.

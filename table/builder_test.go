@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"cellguard/proto/lancepb"
 )
@@ -241,5 +243,97 @@ func TestFragmentCounts(t *testing.T) {
 		if m.frags.count != want {
 			t.Fatalf("step %d: counts %+v; a scan says %+v", step, m.frags.count, want)
 		}
+	}
+}
+
+// TestShallowHeaderCopiesEveryField sets every field of a manifest
+// header (and an unknown field) and checks that shallowHeader's copy is
+// equal to it: a field added to lancepb.Manifest and not to shallowHeader
+// fails here rather than vanish from the next version's header.
+func TestShallowHeaderCopiesEveryField(t *testing.T) {
+	h := &lancepb.Manifest{}
+	m := h.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		setAny(t, m, fields.Get(i))
+	}
+	m.SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1))
+	c := shallowHeader(h)
+	if !proto.Equal(h, c) {
+		t.Fatalf("shallow copy differs:\n got %v\nwant %v", c, h)
+	}
+	for i := range fields.Len() {
+		if fd := fields.Get(i); !c.ProtoReflect().Has(fd) {
+			t.Errorf("field %s not copied", fd.Name())
+		}
+	}
+}
+
+// setAny gives field fd of m some value that is not its default.
+func setAny(t *testing.T, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
+	t.Helper()
+	switch {
+	case fd.IsMap():
+		mp := m.Mutable(fd).Map()
+		mp.Set(scalarValue(t, fd.MapKey()).MapKey(), mp.NewValue())
+	case fd.IsList():
+		l := m.Mutable(fd).List()
+		l.Append(l.NewElement())
+	case fd.Message() != nil:
+		m.Mutable(fd)
+	default:
+		m.Set(fd, scalarValue(t, fd))
+	}
+}
+
+func scalarValue(t *testing.T, fd protoreflect.FieldDescriptor) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(1)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(7)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(7)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(7)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(7)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(7)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(7)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte{7})
+	}
+	t.Fatalf("field %s: kind %v not handled", fd.Name(), fd.Kind())
+	return protoreflect.Value{}
+}
+
+// TestBuilderTopHeaderLeavesBaseAlone: setting the top-level fields of a
+// built manifest's header, and then modifying its nested parts through
+// Header, changes nothing in the base manifest.
+func TestBuilderTopHeaderLeavesBaseAlone(t *testing.T) {
+	pb := &lancepb.Manifest{Version: 1, Fields: []*lancepb.Field{{Id: 0, ParentId: -1, Name: "x"}},
+		Config: map[string]string{"k": "v"}, DataFormat: &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.0"}}
+	base, err := FromProto(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proto.CloneOf(base.Header())
+	b := base.Edit()
+	b.topHeader().Version = 2
+	h := b.Header()
+	h.Config["k"] = "changed"
+	h.DataFormat.Version = "2.1"
+	next := b.Build()
+	if !proto.Equal(base.Header(), want) {
+		t.Fatalf("base header changed: %v", base.Header())
+	}
+	if next.Version() != 2 || next.Header().GetConfig()["k"] != "changed" || next.Header().GetDataFormat().GetVersion() != "2.1" {
+		t.Fatalf("built header: %v", next.Header())
 	}
 }

@@ -42,8 +42,12 @@ func (n *imNode[V]) child(slot uint64) *imNode[V] { return n.children[n.rank(slo
 
 // newParent returns an interior node whose only child, at slot 0, is c.
 func newParent[V any](c *imNode[V]) *imNode[V] {
-	return &imNode[V]{used: 1, children: []*imNode[V]{c}}
+	n := newInterior[V](1)
+	n.children[0] = c
+	return n
 }
+
+func bitCount(used uint32) int { return bits.OnesCount32(used) }
 
 // withSlot returns a copy of s with x at i, inserted when grow is set and
 // overwriting s[i] otherwise. s itself is never modified: it may be shared.
@@ -123,23 +127,33 @@ func (m intMap[V]) Set(key uint64, v V) intMap[V] {
 }
 
 func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) {
-	if n == nil {
-		n = &imNode[V]{}
+	var used uint32
+	if n != nil {
+		used = n.used
 	}
 	slot := (key >> shift) & imMask
-	had := n.used&(1<<slot) != 0
-	i := n.rank(slot)
-	c := &imNode[V]{used: n.used | 1<<slot}
+	had := used&(1<<slot) != 0
+	i := bits.OnesCount32(used & (uint32(1)<<slot - 1))
 	if shift == 0 {
-		c.values = withSlot(n.values, i, v, !had)
+		c := newLeaf[V](used | 1<<slot)
+		var old []V
+		if n != nil {
+			old = n.values
+		}
+		putSlot(c.values, old, i, v, !had)
 		return c, !had
 	}
 	var old *imNode[V]
+	var children []*imNode[V]
+	if n != nil {
+		children = n.children
+	}
 	if had {
-		old = n.children[i]
+		old = children[i]
 	}
 	child, added := imSet(old, shift-imBits, key, v)
-	c.children = withSlot(n.children, i, child, !had)
+	c := newInterior[V](used | 1<<slot)
+	putSlot(c.children, children, i, child, !had)
 	return c, added
 }
 
@@ -158,23 +172,25 @@ func (m intMap[V]) Delete(key uint64) intMap[V] {
 func imDelete[V any](n *imNode[V], shift uint, key uint64) *imNode[V] {
 	slot := (key >> shift) & imMask
 	i := n.rank(slot)
-	c := &imNode[V]{used: n.used}
-	switch {
-	case shift == 0:
-		c.values = withoutSlot(n.values, i)
-		c.used &^= 1 << slot
-	default:
-		if child := imDelete(n.children[i], shift-imBits, key); child != nil {
-			c.children = withSlot(n.children, i, child, false)
-		} else {
-			c.children = withoutSlot(n.children, i)
-			c.used &^= 1 << slot
+	if shift == 0 {
+		if used := n.used &^ (1 << slot); used != 0 {
+			c := newLeaf[V](used)
+			dropSlot(c.values, n.values, i)
+			return c
 		}
-	}
-	if c.used == 0 {
 		return nil
 	}
-	return c
+	if child := imDelete(n.children[i], shift-imBits, key); child != nil {
+		c := newInterior[V](n.used)
+		putSlot(c.children, n.children, i, child, false)
+		return c
+	}
+	if used := n.used &^ (1 << slot); used != 0 {
+		c := newInterior[V](used)
+		dropSlot(c.children, n.children, i)
+		return c
+	}
+	return nil
 }
 
 // All yields the entries in ascending key order until yield returns false.
