@@ -129,8 +129,8 @@ func Apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older 
 	if !op.Supported() {
 		return nil, errorf("apply "+op.String(), ErrUnsupportedOperation, "%s is not supported", op)
 	}
-	a, err := newApplier(head, txn, op)
-	if err != nil {
+	var a applier
+	if err := a.init(head, txn, op); err != nil {
 		return nil, err
 	}
 	if err := a.apply(ctx, older); err != nil {
@@ -185,8 +185,8 @@ func CreateWith(txn *lancepb.Transaction, opts CreateOptions) (*Manifest, error)
 		return nil, errorf(opName, ErrInvalidTransaction, "creating transaction has read_version %d, want 0", txn.GetReadVersion())
 	}
 	empty := &Manifest{header: &lancepb.Manifest{}, schema: &Schema{byID: map[int32]*lancepb.Field{}}}
-	a, err := newApplier(empty, txn, op)
-	if err != nil {
+	var a applier
+	if err := a.init(empty, txn, op); err != nil {
 		return nil, err
 	}
 	a.creating = true
@@ -230,10 +230,11 @@ type applier struct {
 	defaultFormat *lancepb.Manifest_DataStorageFormat
 }
 
-func newApplier(head *Manifest, txn *lancepb.Transaction, op Op) (*applier, error) {
-	a := &applier{head: head, txn: txn, kind: op, b: head.edit()}
+// init starts a, a zero applier, on head.
+func (a *applier) init(head *Manifest, txn *lancepb.Transaction, op Op) error {
+	*a = applier{head: head, txn: txn, kind: op, b: head.edit()}
 	if head.Version() >= detachedVersion-1 {
-		return nil, a.errf(ErrInvalidTransaction, "version %d has no main-line successor", head.Version())
+		return a.errf(ErrInvalidTransaction, "version %d has no main-line successor", head.Version())
 	}
 	a.version = head.Version() + 1
 	if id, ok := head.MaxFragmentID(); ok {
@@ -245,7 +246,7 @@ func newApplier(head *Manifest, txn *lancepb.Transaction, op Op) (*applier, erro
 		a.stable = true
 		a.nextRowID = head.Header().GetNextRowId()
 	}
-	return a, nil
+	return nil
 }
 
 func (a *applier) errf(sentinel error, format string, args ...any) error {

@@ -47,7 +47,14 @@ type ChangeIndex struct {
 	journal []indexStep // versions after the horizon that changed something, ascending
 	jstart  int         // journal[:jstart] are forgotten
 	bytes   int
+	// ids is the chunk the journal's fragment ids are cut from: a step's
+	// ids are a full slice of it, never appended to, so steps share
+	// chunks instead of allocating a slice each (see addID).
+	ids []uint64
 }
+
+// idChunk is how many fragment ids a chunk of ChangeIndex.ids holds.
+const idChunk = 256
 
 // IndexLimits bound a ChangeIndex. A zero field takes its default.
 type IndexLimits struct {
@@ -77,6 +84,9 @@ var ErrIndexGap = errors.New("change index: not the next version")
 type fragHistory struct {
 	base    *Fragment    // the fragment at the horizon; nil: absent
 	changes []fragChange // after the horizon, ascending
+	// first holds the first change, so that a fragment changed once (an
+	// appended one) costs one allocation, not two.
+	first [1]fragChange
 }
 
 type fragChange struct {
@@ -162,10 +172,14 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 		return fmt.Errorf("%w: version %d after head %d", ErrIndexGap, next.Version(), ix.head.Version())
 	}
 	st := indexStep{version: next.Version(), txn: txnUUID}
+	from := len(ix.ids)
 	diffMaps(ix.head.frags.byID, next.frags.byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
 		ix.record(id, x.frag, y.frag, st.version)
-		st.frags = append(st.frags, id)
+		from = ix.addID(from, id)
 	})
+	if n := len(ix.ids); n > from {
+		st.frags = ix.ids[from:n:n]
+	}
 	if ix.head.Schema() != next.Schema() {
 		ix.schemas = append(ix.schemas, schemaAt{st.version, next.Schema()})
 		st.schema = true
@@ -181,6 +195,20 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 	ix.head = next
 	ix.compact()
 	return nil
+}
+
+// addID appends id to the ids of the step being built, ix.ids[from:],
+// and returns where they start: in a new chunk when the current one is
+// full (the step's ids so far are moved there).
+func (ix *ChangeIndex) addID(from int, id uint64) int {
+	if len(ix.ids) == cap(ix.ids) {
+		n := len(ix.ids) - from
+		chunk := make([]uint64, n, max(idChunk, 2*n))
+		copy(chunk, ix.ids[from:])
+		ix.ids, from = chunk, 0
+	}
+	ix.ids = append(ix.ids, id)
+	return from
 }
 
 func sameEntry(x, y entry) bool {
@@ -201,6 +229,7 @@ func (ix *ChangeIndex) record(id uint64, before, after *Fragment, v uint64) {
 	h := ix.frags[id]
 	if h == nil {
 		h = &fragHistory{base: before}
+		h.changes = h.first[:0]
 		ix.frags[id] = h
 		ix.bytes += historyCost
 	}

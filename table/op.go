@@ -145,6 +145,9 @@ func unknownOperationTag(txn *lancepb.Transaction) (protowire.Number, bool) {
 // transaction section) and checks that its operation is one cellguard
 // supports. Errors wrap ErrMalformed or ErrUnsupportedOperation.
 func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
+	if txn, ok := decodeAppend(b); ok {
+		return txn, OpAppend, nil
+	}
 	txn := &lancepb.Transaction{}
 	if err := proto.Unmarshal(b, txn); err != nil {
 		return nil, OpUnknown, &Error{Op: "decode transaction", Err: ErrMalformed, Msg: err.Error()}

@@ -1,0 +1,329 @@
+package table
+
+// decode_append.go decodes the most common transaction, an Append of
+// plain fragments, in a few allocations instead of one per message,
+// slice and string. It is a fast path of DecodeTransaction only: anything
+// it does not recognise (another operation, an optional part of a
+// fragment, an unknown field, a field given twice, a string that is not
+// UTF-8, a malformed varint) makes it decline, and the general decoder
+// decodes the body as it always did. Whatever it accepts decodes to a
+// transaction equal to the general decoder's (TestDecodeAppendMatchesProto
+// and FuzzDecodeAppend check it on generated and mutated bodies).
+//
+// The messages are allocated together: the transaction with its Append,
+// the fragments in one slice, the data files in one, their field lists in
+// one, and every string is a substring of one copy of the body. Each
+// slice handed out has its length as capacity, so appending to one never
+// writes into its neighbour.
+
+import (
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"cellguard/proto/lancepb"
+)
+
+// Field numbers the fast path reads.
+const (
+	txnReadVersion protowire.Number = 1
+	txnUUID        protowire.Number = 2
+	txnTag         protowire.Number = 3
+	txnAppend      protowire.Number = 100
+
+	appendFragments protowire.Number = 1
+
+	fragID           protowire.Number = 1
+	fragFiles        protowire.Number = 2
+	fragPhysicalRows protowire.Number = 4
+
+	filePath      protowire.Number = 1
+	fileFields    protowire.Number = 2
+	fileColumns   protowire.Number = 3
+	fileMajor     protowire.Number = 4
+	fileMinor     protowire.Number = 5
+	fileSizeBytes protowire.Number = 6
+)
+
+// appendBlock holds a one-fragment, one-file Append in one allocation.
+type appendBlock struct {
+	txn      lancepb.Transaction
+	op       lancepb.Transaction_Append_
+	app      lancepb.Transaction_Append
+	fragPtrs [1]*lancepb.DataFragment
+	frags    [1]lancepb.DataFragment
+	filePtrs [1]*lancepb.DataFile
+	files    [1]lancepb.DataFile
+	ints     [8]int32
+}
+
+// txnBlock holds the transaction and its Append when the slices are
+// allocated apart.
+type txnBlock struct {
+	txn lancepb.Transaction
+	op  lancepb.Transaction_Append_
+	app lancepb.Transaction_Append
+}
+
+// appendDecoder decodes in two passes over the same code: the first
+// (counting) only checks and counts; the second fills what the counts
+// sized.
+type appendDecoder struct {
+	counting bool
+	body     string // the body as a string: string fields are substrings of it
+	base     []byte // the body, to find a field's offset in it
+
+	nFrags, nFiles, nInts int // counted, then handed out
+
+	frags    []lancepb.DataFragment
+	fragPtrs []*lancepb.DataFragment
+	files    []lancepb.DataFile
+	filePtrs []*lancepb.DataFile
+	ints     []int32
+}
+
+// decodeAppend decodes b if it is an Append the fast path recognises.
+func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
+	d := appendDecoder{counting: true, base: b}
+	if !d.txn(b, nil) || d.nFrags == 0 {
+		return nil, false
+	}
+	txn := d.allocate()
+	d.counting, d.body = false, string(b)
+	d.nFrags, d.nFiles, d.nInts = 0, 0, 0
+	if !d.txn(b, txn) {
+		return nil, false // cannot happen: the first pass accepted b
+	}
+	return txn, true
+}
+
+// allocate sizes the messages the counting pass found.
+func (d *appendDecoder) allocate() *lancepb.Transaction {
+	if d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints) {
+		x := &appendBlock{}
+		x.op.Append = &x.app
+		x.txn.Operation = &x.op
+		d.frags, d.fragPtrs = x.frags[:], x.fragPtrs[:]
+		d.files, d.filePtrs = x.files[:d.nFiles], x.filePtrs[:d.nFiles]
+		d.ints = x.ints[:d.nInts]
+		return &x.txn
+	}
+	x := &txnBlock{}
+	x.op.Append = &x.app
+	x.txn.Operation = &x.op
+	d.frags, d.fragPtrs = make([]lancepb.DataFragment, d.nFrags), make([]*lancepb.DataFragment, d.nFrags)
+	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
+	d.ints = make([]int32, d.nInts)
+	return &x.txn
+}
+
+// fields calls field for each field of message b, in order. It reports
+// false on malformed input or when field does.
+func fields(b []byte, field func(num protowire.Number, typ protowire.Type, v []byte) bool) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return false
+		}
+		if !field(num, typ, b[:m]) {
+			return false
+		}
+		b = b[m:]
+	}
+	return true
+}
+
+// once reports whether bit is not yet in seen, and adds it.
+func once(seen *uint32, bit uint) bool {
+	if *seen&(1<<bit) != 0 {
+		return false
+	}
+	*seen |= 1 << bit
+	return true
+}
+
+func varint(typ protowire.Type, v []byte) (uint64, bool) {
+	if typ != protowire.VarintType {
+		return 0, false
+	}
+	x, n := protowire.ConsumeVarint(v)
+	return x, n == len(v)
+}
+
+// bytesField returns the contents of a length-delimited field value.
+func bytesField(typ protowire.Type, v []byte) ([]byte, bool) {
+	if typ != protowire.BytesType {
+		return nil, false
+	}
+	x, n := protowire.ConsumeBytes(v)
+	return x, n == len(v)
+}
+
+// str returns the string field value v (its contents), a substring of the
+// body when filling.
+func (d *appendDecoder) str(typ protowire.Type, v []byte) (string, bool) {
+	x, ok := bytesField(typ, v)
+	if !ok || !utf8.Valid(x) {
+		return "", false
+	}
+	if d.counting || len(x) == 0 {
+		return "", true
+	}
+	off := cap(d.base) - cap(x) // x lies within base, and ends where it ends
+	if off < 0 || off+len(x) > len(d.body) {
+		return "", false
+	}
+	return d.body[off : off+len(x)], true
+}
+
+func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
+	var seen uint32
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case txnReadVersion:
+			x, ok := varint(typ, v)
+			if ok && txn != nil {
+				txn.ReadVersion = x
+			}
+			return ok && once(&seen, 0)
+		case txnUUID, txnTag:
+			s, ok := d.str(typ, v)
+			if ok && txn != nil {
+				if num == txnUUID {
+					txn.Uuid = s
+				} else {
+					txn.Tag = s
+				}
+			}
+			return ok && once(&seen, uint(num))
+		case txnAppend:
+			x, ok := bytesField(typ, v)
+			return ok && once(&seen, 4) && d.append(x, txn)
+		}
+		return false
+	})
+}
+
+func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
+	first := d.nFrags
+	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		x, ok := bytesField(typ, v)
+		if !ok || num != appendFragments {
+			return false
+		}
+		var f *lancepb.DataFragment
+		if !d.counting {
+			f = &d.frags[d.nFrags]
+			d.fragPtrs[d.nFrags] = f
+		}
+		d.nFrags++
+		return d.fragment(x, f)
+	})
+	if ok && txn != nil && d.nFrags > first {
+		txn.GetAppend().Fragments = d.fragPtrs[first:d.nFrags:d.nFrags]
+	}
+	return ok
+}
+
+func (d *appendDecoder) fragment(b []byte, f *lancepb.DataFragment) bool {
+	var seen uint32
+	first := d.nFiles
+	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case fragID, fragPhysicalRows:
+			x, ok := varint(typ, v)
+			if ok && f != nil {
+				if num == fragID {
+					f.Id = x
+				} else {
+					f.PhysicalRows = x
+				}
+			}
+			return ok && once(&seen, uint(num))
+		case fragFiles:
+			x, ok := bytesField(typ, v)
+			if !ok {
+				return false
+			}
+			var file *lancepb.DataFile
+			if f != nil {
+				file = &d.files[d.nFiles]
+				d.filePtrs[d.nFiles] = file
+			}
+			d.nFiles++
+			return d.file(x, file)
+		}
+		return false
+	})
+	if ok && f != nil && d.nFiles > first {
+		f.Files = d.filePtrs[first:d.nFiles:d.nFiles]
+	}
+	return ok
+}
+
+func (d *appendDecoder) file(b []byte, f *lancepb.DataFile) bool {
+	var seen uint32
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case filePath:
+			s, ok := d.str(typ, v)
+			if ok && f != nil {
+				f.Path = s
+			}
+			return ok && once(&seen, uint(num))
+		case fileFields, fileColumns:
+			ints, ok := d.packed(typ, v)
+			if ok && f != nil {
+				if num == fileFields {
+					f.Fields = ints
+				} else {
+					f.ColumnIndices = ints
+				}
+			}
+			return ok && once(&seen, uint(num))
+		case fileMajor, fileMinor, fileSizeBytes:
+			x, ok := varint(typ, v)
+			if ok && f != nil {
+				switch num {
+				case fileMajor:
+					f.FileMajorVersion = uint32(x)
+				case fileMinor:
+					f.FileMinorVersion = uint32(x)
+				default:
+					f.FileSizeBytes = x
+				}
+			}
+			return ok && once(&seen, uint(num))
+		}
+		return false
+	})
+}
+
+// packed decodes a packed, non-empty repeated int32 field value.
+func (d *appendDecoder) packed(typ protowire.Type, v []byte) ([]int32, bool) {
+	x, ok := bytesField(typ, v)
+	if !ok || len(x) == 0 {
+		return nil, false
+	}
+	first := d.nInts
+	for len(x) > 0 {
+		n, m := protowire.ConsumeVarint(x)
+		if m < 0 {
+			return nil, false
+		}
+		if !d.counting {
+			d.ints[d.nInts] = int32(n)
+		}
+		d.nInts++
+		x = x[m:]
+	}
+	if d.counting {
+		return nil, true
+	}
+	return d.ints[first:d.nInts:d.nInts], true
+}

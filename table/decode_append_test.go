@@ -1,0 +1,192 @@
+package table
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/lancepb"
+)
+
+// checkDecodeAppend checks the fast path on b against the general
+// decoder: if it accepts b, the general decoder decodes b without error to
+// an equal Append transaction, and every slice it hands out has its length
+// as capacity. It reports whether the fast path accepted b.
+func checkDecodeAppend(t *testing.T, b []byte) bool {
+	t.Helper()
+	got, ok := decodeAppend(b)
+	if !ok {
+		return false
+	}
+	want := &lancepb.Transaction{}
+	if err := proto.Unmarshal(b, want); err != nil {
+		t.Fatalf("fast path accepted %x, which does not decode: %v", b, err)
+	}
+	if op, err := OpOf(want); err != nil || op != OpAppend {
+		t.Fatalf("fast path accepted %x, a %v (%v)", b, op, err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("fast path decoded %x to\n%v\nwant\n%v", b, got, want)
+	}
+	gb, err1 := proto.MarshalOptions{Deterministic: true}.Marshal(got)
+	wb, err2 := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+	if err1 != nil || err2 != nil || !slices.Equal(gb, wb) {
+		t.Fatalf("re-encodings differ (%v, %v)", err1, err2)
+	}
+	frags := got.GetAppend().GetFragments()
+	if cap(frags) != len(frags) {
+		t.Fatalf("fragments: len %d cap %d", len(frags), cap(frags))
+	}
+	for _, f := range frags {
+		if cap(f.Files) != len(f.Files) {
+			t.Fatalf("files: len %d cap %d", len(f.Files), cap(f.Files))
+		}
+		for _, df := range f.Files {
+			if cap(df.Fields) != len(df.Fields) || cap(df.ColumnIndices) != len(df.ColumnIndices) {
+				t.Fatalf("file %s: fields or column indices with spare capacity", df.Path)
+			}
+		}
+	}
+	return true
+}
+
+// randomAppend returns a random Append; with extras, it may carry parts
+// the fast path declines (they must then take the general path).
+func randomAppend(r *rand.Rand, extras bool) *lancepb.Transaction {
+	app := &lancepb.Transaction_Append{}
+	for range 1 + r.IntN(3) {
+		f := &lancepb.DataFragment{Id: uint64(r.IntN(3)), PhysicalRows: uint64(r.IntN(1 << 20))}
+		for range r.IntN(3) {
+			df := &lancepb.DataFile{Path: fmt.Sprintf("data/%d.lance", r.Uint32()),
+				FileMajorVersion: uint32(r.IntN(3)), FileMinorVersion: uint32(r.IntN(3)), FileSizeBytes: uint64(r.IntN(1 << 30))}
+			for range r.IntN(12) {
+				df.Fields = append(df.Fields, int32(r.IntN(40))-2) // -2: a tombstone
+				df.ColumnIndices = append(df.ColumnIndices, int32(r.IntN(40))-1)
+			}
+			if extras && r.IntN(8) == 0 {
+				df.BaseId = proto.Uint32(1)
+			}
+			f.Files = append(f.Files, df)
+		}
+		if extras && r.IntN(8) == 0 {
+			f.DeletionFile = &lancepb.DeletionFile{Id: 1, NumDeletedRows: 1}
+		}
+		app.Fragments = append(app.Fragments, f)
+	}
+	txn := &lancepb.Transaction{ReadVersion: uint64(r.IntN(100)), Uuid: fmt.Sprintf("%08x-0000-4000-8000-%012x", r.Uint32(), r.Uint64()&(1<<48-1)),
+		Operation: &lancepb.Transaction_Append_{Append: app}}
+	if r.IntN(4) == 0 {
+		txn.Tag = "tag"
+	}
+	if extras && r.IntN(8) == 0 {
+		txn.TransactionProperties = map[string]string{"k": "v"}
+	}
+	return txn
+}
+
+// mutate changes b the way a careless or hostile producer might: a byte
+// changed, the end cut off, a field repeated, an unknown field added.
+func mutate(r *rand.Rand, b []byte) []byte {
+	b = slices.Clone(b)
+	switch r.IntN(5) {
+	case 0:
+		if len(b) > 0 {
+			b[r.IntN(len(b))] ^= byte(1 << r.IntN(8))
+		}
+	case 1:
+		b = b[:r.IntN(len(b)+1)]
+	case 2: // read_version again
+		b = protowire.AppendVarint(protowire.AppendTag(b, txnReadVersion, protowire.VarintType), 7)
+	case 3: // an unknown field
+		b = protowire.AppendVarint(protowire.AppendTag(b, 99, protowire.VarintType), 1)
+	case 4: // a string that is not UTF-8
+		b = protowire.AppendBytes(protowire.AppendTag(b, txnTag, protowire.BytesType), []byte{0xff, 0xfe})
+	}
+	return b
+}
+
+// TestDecodeAppendMatchesProto decodes generated Append bodies, plain and
+// with parts the fast path declines, intact and mutated, and checks every
+// body the fast path accepts against the general decoder (and that it does
+// accept the plain ones).
+func TestDecodeAppendMatchesProto(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	accepted := 0
+	for i := range 3000 {
+		plain := i%2 == 0
+		txn := randomAppend(r, !plain)
+		b, err := proto.Marshal(txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := checkDecodeAppend(t, b)
+		if plain && !ok {
+			t.Fatalf("fast path declined a plain append: %v", txn)
+		}
+		if ok {
+			accepted++
+		}
+		checkDecodeAppend(t, mutate(r, b))
+	}
+	if accepted < 1500 {
+		t.Fatalf("fast path accepted %d bodies, want at least the 1500 plain ones", accepted)
+	}
+}
+
+// TestDecodeAppendDeclines lists bodies the fast path must leave to the
+// general decoder, because it would otherwise decode them differently or
+// accept what the general decoder refuses.
+func TestDecodeAppendDeclines(t *testing.T) {
+	plain, err := proto.Marshal(randomAppend(rand.New(rand.NewPCG(3, 4)), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendField := func(b []byte, num protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	unpacked := protowire.AppendVarint(protowire.AppendTag(nil, fileFields, protowire.VarintType), 3)
+	frag := appendField(nil, fragFiles, unpacked)
+	cases := map[string][]byte{
+		"empty body":          nil,
+		"no fragments":        appendField(nil, txnAppend, nil),
+		"append given twice":  appendField(plain, txnAppend, appendField(nil, appendFragments, nil)),
+		"unknown field":       protowire.AppendVarint(protowire.AppendTag(slices.Clone(plain), 99, protowire.VarintType), 1),
+		"uuid twice":          appendField(appendField(slices.Clone(plain), txnUUID, []byte("a")), txnUUID, []byte("b")),
+		"uuid not UTF-8":      appendField(slices.Clone(plain), txnUUID, []byte{0xff}),
+		"unpacked fields":     appendField(nil, txnAppend, appendField(nil, appendFragments, frag)),
+		"delete":              appendField(nil, 101, nil),
+		"read version fixed":  protowire.AppendFixed64(protowire.AppendTag(nil, txnReadVersion, protowire.Fixed64Type), 1),
+		"truncated":           plain[:len(plain)-1],
+		"overlong varint tag": {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+	}
+	for name, b := range cases {
+		if _, ok := decodeAppend(b); ok {
+			t.Errorf("%s: fast path accepted %x", name, b)
+		}
+	}
+	if _, ok := decodeAppend(plain); !ok {
+		t.Fatal("fast path declined the plain append the cases are built from")
+	}
+}
+
+// FuzzDecodeAppend checks the fast path against the general decoder on
+// arbitrary bodies.
+//
+//	go test ./table -run '^$' -fuzz FuzzDecodeAppend -fuzztime 60s
+func FuzzDecodeAppend(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 8 {
+		b, err := proto.Marshal(randomAppend(r, false))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkDecodeAppend(t, b)
+	})
+}
