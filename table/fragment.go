@@ -54,8 +54,13 @@ func NewFragment(pb *lancepb.DataFragment) *Fragment {
 // whose id is 0 is encoded with field 1 (id) put in front of its own
 // encoding, which is exactly the deterministic encoding of the fragment
 // with that id, since fields are encoded in field-number order
-// (TestNewFragmentWithID); otherwise a copy is made.
+// (TestNewFragmentWithID); otherwise a copy is made. A plain fragment
+// (plainFragment: files and rows only, the common append) is encoded
+// without reflection (fragment_enc.go).
 func newFragmentWithID(pb *lancepb.DataFragment, id uint64) *Fragment {
+	if plainFragment(pb) { // nothing deleted, no optional part
+		return &Fragment{id: id, rows: pb.GetPhysicalRows(), enc: encodePlainFragment(pb, id)}
+	}
 	if pb.GetId() == id || pb.GetId() != 0 {
 		c := proto.CloneOf(pb)
 		c.Id = id

@@ -111,6 +111,9 @@ type Encoded struct {
 
 // Encode encodes d once, for AppendEncoded.
 func Encode(d *cellguardpb.Decision) (Encoded, error) {
+	if plainDecision(d) {
+		return Encoded{Decision: d, Body: encodePlain(d)}, nil
+	}
 	body, err := proto.Marshal(d)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("declog: encode decision: %w", err)
