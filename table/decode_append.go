@@ -5,18 +5,21 @@ package table
 // slice and string. It is a fast path of DecodeTransaction only: anything
 // it does not recognise (another operation, an optional part of a
 // fragment, an unknown field, a field given twice, a string that is not
-// UTF-8, a malformed varint) makes it decline, and the general decoder
+// UTF-8, a malformed varint, an empty bytes field) makes it decline, and the general decoder
 // decodes the body as it always did. Whatever it accepts decodes to a
 // transaction equal to the general decoder's (TestDecodeAppendMatchesProto
 // and FuzzDecodeAppend check it on generated and mutated bodies).
 //
 // The messages are allocated together: the transaction with its Append,
-// the fragments in one slice, the data files in one, their field lists in
-// one, and every string is a substring of one copy of the body. Each
+// the fragments in one slice, the data files in one, the preconditions in
+// one and their fragment rows in one, all field lists in one, every
+// string is a substring of one copy of the body, and every bytes field a
+// piece of another (made only if there is one). Each
 // slice handed out has its length as capacity, so appending to one never
 // writes into its neighbour.
 
 import (
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -29,7 +32,18 @@ const (
 	txnReadVersion protowire.Number = 1
 	txnUUID        protowire.Number = 2
 	txnTag         protowire.Number = 3
+	txnPrecond     protowire.Number = 5
 	txnAppend      protowire.Number = 100
+
+	precondCells protowire.Number = 1
+
+	cellsFieldIDs protowire.Number = 1
+	cellsRows     protowire.Number = 2
+	cellsTreeMap  protowire.Number = 3
+
+	rowsFragment protowire.Number = 1
+	rowsWhole    protowire.Number = 2
+	rowsBitmap   protowire.Number = 3
 
 	appendFragments protowire.Number = 1
 
@@ -65,15 +79,36 @@ type txnBlock struct {
 	app lancepb.Transaction_Append
 }
 
+// precondBlock is one precondition with its kind and contents.
+type precondBlock struct {
+	p     lancepb.Precondition
+	kind  lancepb.Precondition_CellsUnchanged
+	cells lancepb.CellsUnchanged
+}
+
+// rowsBlock is one FragmentRows with room for either selection.
+type rowsBlock struct {
+	r      lancepb.FragmentRows
+	whole  lancepb.FragmentRows_WholeFragment
+	bitmap lancepb.FragmentRows_OffsetBitmap
+}
+
 // appendDecoder decodes in two passes over the same code: the first
 // (counting) only checks and counts; the second fills what the counts
 // sized.
 type appendDecoder struct {
 	counting bool
 	body     string // the body as a string: string fields are substrings of it
+	raw      []byte // a copy of the body: bytes fields are pieces of it
 	base     []byte // the body, to find a field's offset in it
 
-	nFrags, nFiles, nInts int // counted, then handed out
+	nFrags, nFiles, nInts, nPre, nRows int // counted, then handed out
+	hasBytes                           bool
+
+	pres    []precondBlock
+	prePtrs []*lancepb.Precondition
+	rows    []rowsBlock
+	rowPtrs []*lancepb.FragmentRows
 
 	frags    []lancepb.DataFragment
 	fragPtrs []*lancepb.DataFragment
@@ -90,7 +125,10 @@ func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
 	}
 	txn := d.allocate()
 	d.counting, d.body = false, string(b)
-	d.nFrags, d.nFiles, d.nInts = 0, 0, 0
+	if d.hasBytes {
+		d.raw = slices.Clone(b)
+	}
+	d.nFrags, d.nFiles, d.nInts, d.nPre, d.nRows = 0, 0, 0, 0, 0
 	if !d.txn(b, txn) {
 		return nil, false // cannot happen: the first pass accepted b
 	}
@@ -99,6 +137,12 @@ func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
 
 // allocate sizes the messages the counting pass found.
 func (d *appendDecoder) allocate() *lancepb.Transaction {
+	if d.nPre > 0 {
+		d.pres, d.prePtrs = make([]precondBlock, d.nPre), make([]*lancepb.Precondition, d.nPre)
+	}
+	if d.nRows > 0 {
+		d.rows, d.rowPtrs = make([]rowsBlock, d.nRows), make([]*lancepb.FragmentRows, d.nRows)
+	}
 	if d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints) {
 		x := &appendBlock{}
 		x.op.Append = &x.app
@@ -204,6 +248,121 @@ func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
 		case txnAppend:
 			x, ok := bytesField(typ, v)
 			return ok && once(&seen, 4) && d.append(x, txn)
+		case txnPrecond:
+			x, ok := bytesField(typ, v)
+			if !ok {
+				return false
+			}
+			var p *precondBlock
+			if !d.counting {
+				p = &d.pres[d.nPre]
+				d.prePtrs[d.nPre] = &p.p
+				if d.nPre == 0 {
+					txn.Preconditions = d.prePtrs[:len(d.prePtrs):len(d.prePtrs)]
+				}
+			}
+			d.nPre++
+			return d.precondition(x, p)
+		}
+		return false
+	})
+}
+
+// bytes returns the bytes field value v (its contents, never empty), a
+// piece of the body's copy when filling.
+func (d *appendDecoder) bytes(typ protowire.Type, v []byte) ([]byte, bool) {
+	x, ok := bytesField(typ, v)
+	if !ok || len(x) == 0 {
+		return nil, false
+	}
+	d.hasBytes = true
+	if d.counting {
+		return nil, true
+	}
+	off := cap(d.base) - cap(x)
+	if off < 0 || off+len(x) > len(d.raw) {
+		return nil, false
+	}
+	return d.raw[off : off+len(x) : off+len(x)], true
+}
+
+func (d *appendDecoder) precondition(b []byte, p *precondBlock) bool {
+	var seen uint32
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		x, ok := bytesField(typ, v)
+		if !ok || num != precondCells || !once(&seen, 1) {
+			return false
+		}
+		if p != nil {
+			p.kind.CellsUnchanged = &p.cells
+			p.p.Kind = &p.kind
+		}
+		return d.cells(x, p)
+	})
+}
+
+func (d *appendDecoder) cells(b []byte, p *precondBlock) bool {
+	var seen uint32
+	first := d.nRows
+	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case cellsFieldIDs:
+			ints, ok := d.packed(typ, v)
+			if ok && p != nil {
+				p.cells.FieldIds = ints
+			}
+			return ok && once(&seen, uint(num))
+		case cellsTreeMap:
+			x, ok := d.bytes(typ, v)
+			if ok && p != nil {
+				p.cells.RowAddrTreeMap = x
+			}
+			return ok && once(&seen, uint(num))
+		case cellsRows:
+			x, ok := bytesField(typ, v)
+			if !ok {
+				return false
+			}
+			var r *rowsBlock
+			if p != nil {
+				r = &d.rows[d.nRows]
+				d.rowPtrs[d.nRows] = &r.r
+			}
+			d.nRows++
+			return d.fragmentRows(x, r)
+		}
+		return false
+	})
+	if ok && p != nil && d.nRows > first {
+		p.cells.Rows = d.rowPtrs[first:d.nRows:d.nRows]
+	}
+	return ok
+}
+
+func (d *appendDecoder) fragmentRows(b []byte, r *rowsBlock) bool {
+	var seen uint32
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case rowsFragment:
+			x, ok := varint(typ, v)
+			if ok && r != nil {
+				r.r.FragmentId = x
+			}
+			return ok && once(&seen, 1)
+		case rowsWhole:
+			x, ok := varint(typ, v)
+			if ok && r != nil {
+				r.whole.WholeFragment = x != 0
+				r.r.Selection = &r.whole
+			}
+			return ok && once(&seen, 2) // the selection: whole or bitmap, once
+		case rowsBitmap:
+			x, ok := d.bytes(typ, v)
+			if ok && r != nil {
+				r.bitmap.OffsetBitmap = x
+				r.r.Selection = &r.bitmap
+			}
+			return ok && once(&seen, 2)
 		}
 		return false
 	})

@@ -82,10 +82,49 @@ func randomAppend(r *rand.Rand, extras bool) *lancepb.Transaction {
 	if r.IntN(4) == 0 {
 		txn.Tag = "tag"
 	}
+	if r.IntN(2) == 0 {
+		txn.Preconditions = randomPreconditions(r, extras)
+	}
 	if extras && r.IntN(8) == 0 {
 		txn.TransactionProperties = map[string]string{"k": "v"}
 	}
 	return txn
+}
+
+// randomPreconditions returns cell preconditions on whole fragments and
+// offset bitmaps; with extras, some with parts the fast path declines (an
+// empty bitmap, no kind).
+func randomPreconditions(r *rand.Rand, extras bool) []*lancepb.Precondition {
+	var out []*lancepb.Precondition
+	for range 1 + r.IntN(3) {
+		c := &lancepb.CellsUnchanged{}
+		for range r.IntN(4) {
+			c.FieldIds = append(c.FieldIds, int32(r.IntN(9))-1)
+		}
+		for range r.IntN(4) {
+			fr := &lancepb.FragmentRows{FragmentId: uint64(r.IntN(5))}
+			switch r.IntN(3) {
+			case 0:
+				fr.Selection = &lancepb.FragmentRows_WholeFragment{WholeFragment: r.IntN(4) > 0}
+			case 1:
+				bm := []byte{byte(r.IntN(256)), 1, 2}
+				if extras && r.IntN(4) == 0 {
+					bm = []byte{}
+				}
+				fr.Selection = &lancepb.FragmentRows_OffsetBitmap{OffsetBitmap: bm}
+			}
+			c.Rows = append(c.Rows, fr)
+		}
+		if r.IntN(4) == 0 {
+			c.RowAddrTreeMap = []byte{9, 8, byte(r.IntN(256))}
+		}
+		p := &lancepb.Precondition{Kind: &lancepb.Precondition_CellsUnchanged{CellsUnchanged: c}}
+		if extras && r.IntN(8) == 0 {
+			p.Kind = nil
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // mutate changes b the way a careless or hostile producer might: a byte
