@@ -395,31 +395,34 @@ func uuidKey(id string) ([16]byte, bool) {
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return k, false
 	}
-	n := 0 // hex digits read
-	for i := 0; i < len(id); i++ {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			continue
-		}
-		d, ok := lowerHex(id[i])
-		if !ok {
+	for i, at := range uuidBytes {
+		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
+		if (hi|lo)&0xf0 != 0 {
 			return [16]byte{}, false // not hex, or upper case: keep case-distinct ids distinct
 		}
-		k[n/2] |= d << (4 * (1 - n%2))
-		n++
+		k[i] = hi<<4 | lo
 	}
 	return k, true
 }
 
-// lowerHex returns the value of a lower-case hex digit.
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in
+// its text form.
+var uuidBytes = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex maps a lower-case hex digit to its value, anything else to 0xff.
+var lowerHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
 	}
-	return 0, false
-}
+	return t
+}()
 
 func (d idSet) has(id string) bool {
 	if k, ok := uuidKey(id); ok {

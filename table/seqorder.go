@@ -1,7 +1,5 @@
 package table
 
-import "slices"
-
 // seqOrder is the scan order of a manifest's fragments: a persistent map
 // from sequence key to fragment id, iterated in key order.
 //
@@ -10,58 +8,136 @@ import "slices"
 // spend a chain of nearly empty nodes on every fragment. seqOrder instead
 // splits a key at seqGap: the high part indexes an intMap, dense for
 // appended fragments, and each of its values is a small sorted bucket of
-// the keys sharing that high part, usually just one. An update copies one
-// bucket and one trie path, so versions still share all else.
+// the keys sharing that high part, usually just one, held in the trie's
+// leaf itself. An update copies one trie path (and a bucket of two or
+// more), so versions still share all else.
 type seqOrder struct {
-	m intMap[[]seqEntry] // key / seqGap → the entries with that quotient, ascending
+	m intMap[seqBucket] // key / seqGap → the entries with that quotient, ascending
 }
 
 type seqEntry struct{ seq, id uint64 }
+
+// seqBucket is the entries sharing a quotient: one held in place (an
+// appended fragment's), or two or more in a slice that is never modified.
+type seqBucket struct {
+	one  seqEntry    // the only entry, when many is nil
+	many *[]seqEntry // two or more entries, ascending
+}
+
+func (b seqBucket) len() int {
+	if b.many != nil {
+		return len(*b.many)
+	}
+	return 1
+}
+
+// noEntries is the bucket of a quotient no key has.
+var noEntries = seqBucket{many: new([]seqEntry)}
+
+// bucket returns the bucket of quotient hi, noEntries if there is none.
+func (o seqOrder) bucket(hi uint64) seqBucket {
+	if b, ok := o.m.Get(hi); ok {
+		return b
+	}
+	return noEntries
+}
+
+func (b seqBucket) at(i int) seqEntry {
+	if b.many != nil {
+		return (*b.many)[i]
+	}
+	return b.one
+}
+
+// search returns where seq is or would be in b, and whether it is there.
+func (b seqBucket) search(seq uint64) (int, bool) {
+	lo, hi := 0, b.len()
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b.at(m).seq < seq {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < b.len() && b.at(lo).seq == seq
+}
+
+// bucketOf returns a bucket holding entries.
+func bucketOf(entries []seqEntry) seqBucket {
+	if len(entries) == 1 {
+		return seqBucket{one: entries[0]}
+	}
+	return seqBucket{many: &entries}
+}
+
+// entries returns a new slice of b's entries with e at i (inserted when
+// grow is set, else replacing), or without the entry at i when drop is set.
+func (b seqBucket) edited(i int, e seqEntry, grow, drop bool) []seqEntry {
+	n := b.len()
+	out := make([]seqEntry, 0, n+1)
+	for j := 0; j < n; j++ {
+		if j == i {
+			if drop {
+				continue
+			}
+			out = append(out, e)
+			if !grow {
+				continue
+			}
+		}
+		out = append(out, b.at(j))
+	}
+	if i == n && !drop {
+		out = append(out, e)
+	}
+	return out
+}
 
 func seqHigh(seq uint64) uint64 { return seq / seqGap }
 
 // Get returns the fragment id at seq.
 func (o seqOrder) Get(seq uint64) (uint64, bool) {
-	b, _ := o.m.Get(seqHigh(seq))
-	i, ok := searchSeq(b, seq)
+	b := o.bucket(seqHigh(seq))
+	i, ok := b.search(seq)
 	if !ok {
 		return 0, false
 	}
-	return b[i].id, true
-}
-
-func searchSeq(b []seqEntry, seq uint64) (int, bool) {
-	return slices.BinarySearchFunc(b, seq, func(e seqEntry, s uint64) int { return cmpU64(e.seq, s) })
+	return b.at(i).id, true
 }
 
 // Set returns an order with seq bound to id.
 func (o seqOrder) Set(seq, id uint64) seqOrder {
 	hi := seqHigh(seq)
-	b, _ := o.m.Get(hi)
-	i, found := searchSeq(b, seq)
-	return seqOrder{m: o.m.Set(hi, withSlot(b, i, seqEntry{seq, id}, !found))}
+	b := o.bucket(hi)
+	e := seqEntry{seq, id}
+	i, found := b.search(seq)
+	if b.len() == 0 || found && b.len() == 1 {
+		return seqOrder{m: o.m.Set(hi, seqBucket{one: e})}
+	}
+	return seqOrder{m: o.m.Set(hi, bucketOf(b.edited(i, e, !found, false)))}
 }
 
 // Delete returns an order without seq.
 func (o seqOrder) Delete(seq uint64) seqOrder {
 	hi := seqHigh(seq)
-	b, _ := o.m.Get(hi)
-	i, found := searchSeq(b, seq)
+	b := o.bucket(hi)
+	i, found := b.search(seq)
 	switch {
 	case !found:
 		return o
-	case len(b) == 1:
+	case b.len() == 1:
 		return seqOrder{m: o.m.Delete(hi)}
 	default:
-		return seqOrder{m: o.m.Set(hi, withoutSlot(b, i))}
+		return seqOrder{m: o.m.Set(hi, bucketOf(b.edited(i, seqEntry{}, false, true)))}
 	}
 }
 
 // All yields the entries in ascending key order until yield returns false.
 func (o seqOrder) All(yield func(seq, id uint64) bool) {
-	o.m.All(func(_ uint64, b []seqEntry) bool {
-		for _, e := range b {
-			if !yield(e.seq, e.id) {
+	o.m.All(func(_ uint64, b seqBucket) bool {
+		for i := range b.len() {
+			if e := b.at(i); !yield(e.seq, e.id) {
 				return false
 			}
 		}
@@ -75,8 +151,8 @@ func (o seqOrder) Min() (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, _ := o.m.Get(hi)
-	return b[0].seq, true
+	b := o.bucket(hi)
+	return b.at(0).seq, true
 }
 
 // Max returns the largest key, or false for an empty order.
@@ -85,16 +161,16 @@ func (o seqOrder) Max() (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, _ := o.m.Get(hi)
-	return b[len(b)-1].seq, true
+	b := o.bucket(hi)
+	return b.at(b.len() - 1).seq, true
 }
 
 // Ceil returns the smallest key that is at least k.
 func (o seqOrder) Ceil(k uint64) (uint64, bool) {
 	hi := seqHigh(k)
-	b, _ := o.m.Get(hi)
-	if i, _ := searchSeq(b, k); i < len(b) {
-		return b[i].seq, true
+	b := o.bucket(hi)
+	if i, _ := b.search(k); i < b.len() {
+		return b.at(i).seq, true
 	}
 	if hi == seqHigh(^uint64(0)) {
 		return 0, false
@@ -103,20 +179,20 @@ func (o seqOrder) Ceil(k uint64) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, _ = o.m.Get(next)
-	return b[0].seq, true
+	b = o.bucket(next)
+	return b.at(0).seq, true
 }
 
 // Floor returns the largest key that is at most k.
 func (o seqOrder) Floor(k uint64) (uint64, bool) {
 	hi := seqHigh(k)
-	b, _ := o.m.Get(hi)
-	i, found := searchSeq(b, k)
+	b := o.bucket(hi)
+	i, found := b.search(k)
 	if found {
 		return k, true
 	}
 	if i > 0 {
-		return b[i-1].seq, true
+		return b.at(i - 1).seq, true
 	}
 	if hi == 0 {
 		return 0, false
@@ -125,8 +201,8 @@ func (o seqOrder) Floor(k uint64) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, _ = o.m.Get(prev)
-	return b[len(b)-1].seq, true
+	b = o.bucket(prev)
+	return b.at(b.len() - 1).seq, true
 }
 
 // Neighbors returns the largest key below k and the smallest key above k.
