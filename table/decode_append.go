@@ -170,9 +170,9 @@ func fields(b []byte, field func(num protowire.Number, typ protowire.Type, v []b
 			return false
 		}
 		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return false
+		m := consumeValue(num, typ, b)
+		if m < 0 || typ != protowire.VarintType && typ != protowire.BytesType {
+			return false // the fast path reads no other wire type
 		}
 		if !field(num, typ, b[:m]) {
 			return false
@@ -180,6 +180,26 @@ func fields(b []byte, field func(num protowire.Number, typ protowire.Type, v []b
 		b = b[m:]
 	}
 	return true
+}
+
+// consumeValue returns the length of the value of a field of type typ at
+// the start of b, or a negative number if it is malformed: the common
+// types directly, others (groups) through protowire.ConsumeFieldValue.
+func consumeValue(num protowire.Number, typ protowire.Type, b []byte) int {
+	var m int
+	switch typ {
+	case protowire.VarintType:
+		_, m = protowire.ConsumeVarint(b)
+	case protowire.BytesType:
+		_, m = protowire.ConsumeBytes(b)
+	case protowire.Fixed32Type:
+		_, m = protowire.ConsumeFixed32(b)
+	case protowire.Fixed64Type:
+		_, m = protowire.ConsumeFixed64(b)
+	default:
+		m = protowire.ConsumeFieldValue(num, typ, b)
+	}
+	return m
 }
 
 // once reports whether bit is not yet in seen, and adds it.

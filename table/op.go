@@ -179,7 +179,7 @@ func WithReadVersion(b []byte, rv uint64) ([]byte, error) {
 		if n < 0 {
 			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(n).Error()}
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		m := consumeValue(num, typ, b[n:])
 		if m < 0 {
 			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(m).Error()}
 		}
