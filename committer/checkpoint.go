@@ -148,7 +148,9 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 			c.log.Debug("checkpoint without a usable log state; reading the whole log", "dataset", st.ds, "version", v,
 				"log_state", cp.Log != nil, "outgrown", c.outgrown(cp))
 		}
-		defer func(begin time.Time) { c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "took", time.Since(begin)) }(time.Now())
+		defer func(begin time.Time) {
+			c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "took", time.Since(begin))
+		}(time.Now())
 		return c.loadWholeLog(ctx, st)
 	}
 	if err != nil {
