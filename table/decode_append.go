@@ -5,18 +5,20 @@ package table
 // slice and string. It is a fast path of DecodeTransaction only: anything
 // it does not recognise (another operation, an optional part of a
 // fragment, an unknown field, a field given twice, a string that is not
-// UTF-8, a malformed varint, an empty bytes field) makes it decline, and the general decoder
-// decodes the body as it always did. Whatever it accepts decodes to a
-// transaction equal to the general decoder's (TestDecodeAppendMatchesProto
-// and FuzzDecodeAppend check it on generated and mutated bodies).
+// UTF-8, a malformed varint, an empty bytes field) makes it decline, and
+// the general decoder decodes the body as it always did. Whatever it
+// accepts decodes to a transaction equal to the general decoder's
+// (TestDecodeAppendMatchesProto and FuzzDecodeAppend check it on
+// generated and mutated bodies).
 //
-// The messages are allocated together: the transaction with its Append,
-// the fragments in one slice, the data files in one, the preconditions in
-// one and their fragment rows in one, all field lists in one, every
-// string is a substring of one copy of the body, and every bytes field a
-// piece of another (made only if there is one). Each
-// slice handed out has its length as capacity, so appending to one never
-// writes into its neighbour.
+// The messages are allocated together: a one-fragment, one-file Append
+// in a single block, decoded in one pass; a larger one as the transaction
+// with its Append, the fragments in one slice, the data files in one, the
+// preconditions in one and their fragment rows in one, all field lists in
+// one. Every string is a substring of one copy of the body, and every
+// bytes field a piece of another (made only if there is one). Each slice
+// handed out has its length as capacity, so appending to one never writes
+// into its neighbour.
 
 import (
 	"slices"
@@ -93,11 +95,13 @@ type rowsBlock struct {
 	bitmap lancepb.FragmentRows_OffsetBitmap
 }
 
-// appendDecoder decodes in two passes over the same code: the first
-// (counting) only checks and counts; the second fills what the counts
-// sized.
+// appendDecoder decodes in one pass into a block for one fragment and
+// one data file, the usual Append. A larger one overflows the block, and
+// is decoded in two passes over the same code: the first (counting) only
+// checks and counts; the second fills what the counts sized.
 type appendDecoder struct {
 	counting bool
+	overflow bool   // filling ran out of room: count first
 	body     string // the body as a string: string fields are substrings of it
 	raw      []byte // a copy of the body: bytes fields are pieces of it
 	base     []byte // the body, to find a field's offset in it
@@ -119,12 +123,27 @@ type appendDecoder struct {
 
 // decodeAppend decodes b if it is an Append the fast path recognises.
 func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
+	isAppend, hasPre := scanTop(b)
+	if !isAppend {
+		return nil, false // another operation: decline before allocating
+	}
+	body := string(b)
+	if !hasPre { // no room for preconditions in one pass
+		d := appendDecoder{base: b, body: body}
+		txn := d.small()
+		if d.txn(b, txn) {
+			return txn, d.nFrags > 0
+		}
+		if !d.overflow {
+			return nil, false
+		}
+	}
 	d := appendDecoder{counting: true, base: b}
 	if !d.txn(b, nil) || d.nFrags == 0 {
 		return nil, false
 	}
 	txn := d.allocate()
-	d.counting, d.body = false, string(b)
+	d.counting, d.body = false, body
 	if d.hasBytes {
 		d.raw = slices.Clone(b)
 	}
@@ -133,6 +152,47 @@ func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
 		return nil, false // cannot happen: the first pass accepted b
 	}
 	return txn, true
+}
+
+// scanTop reports whether transaction b has an Append field and a
+// precondition field at its top level.
+func scanTop(b []byte) (isAppend, hasPre bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false, false
+		}
+		isAppend = isAppend || num == txnAppend
+		hasPre = hasPre || num == txnPrecond
+		m := consumeValue(num, typ, b[n:])
+		if m < 0 {
+			return false, false
+		}
+		b = b[n+m:]
+	}
+	return isAppend, hasPre
+}
+
+// small returns a transaction in a one-fragment block, with d's slices
+// at the block's capacity.
+func (d *appendDecoder) small() *lancepb.Transaction {
+	x := &appendBlock{}
+	x.op.Append = &x.app
+	x.txn.Operation = &x.op
+	d.frags, d.fragPtrs = x.frags[:], x.fragPtrs[:]
+	d.files, d.filePtrs = x.files[:], x.filePtrs[:]
+	d.ints = x.ints[:]
+	return &x.txn
+}
+
+// room reports whether filling has room for item n (counting from 0) of
+// a kind it has room for have of, and notes an overflow if not.
+func (d *appendDecoder) room(n, have int) bool {
+	if n < have {
+		return true
+	}
+	d.overflow = true
+	return false
 }
 
 // allocate sizes the messages the counting pass found.
@@ -144,13 +204,9 @@ func (d *appendDecoder) allocate() *lancepb.Transaction {
 		d.rows, d.rowPtrs = make([]rowsBlock, d.nRows), make([]*lancepb.FragmentRows, d.nRows)
 	}
 	if d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints) {
-		x := &appendBlock{}
-		x.op.Append = &x.app
-		x.txn.Operation = &x.op
-		d.frags, d.fragPtrs = x.frags[:], x.fragPtrs[:]
-		d.files, d.filePtrs = x.files[:d.nFiles], x.filePtrs[:d.nFiles]
-		d.ints = x.ints[:d.nInts]
-		return &x.txn
+		txn := d.small()
+		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
+		return txn
 	}
 	x := &txnBlock{}
 	x.op.Append = &x.app
@@ -275,6 +331,9 @@ func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
 			}
 			var p *precondBlock
 			if !d.counting {
+				if !d.room(d.nPre, len(d.pres)) {
+					return false
+				}
 				p = &d.pres[d.nPre]
 				d.prePtrs[d.nPre] = &p.p
 				if d.nPre == 0 {
@@ -298,6 +357,10 @@ func (d *appendDecoder) bytes(typ protowire.Type, v []byte) ([]byte, bool) {
 	d.hasBytes = true
 	if d.counting {
 		return nil, true
+	}
+	if d.raw == nil { // one pass: bytes are found by counting first
+		d.overflow = true
+		return nil, false
 	}
 	off := cap(d.base) - cap(x)
 	if off < 0 || off+len(x) > len(d.raw) {
@@ -345,6 +408,9 @@ func (d *appendDecoder) cells(b []byte, p *precondBlock) bool {
 			}
 			var r *rowsBlock
 			if p != nil {
+				if !d.room(d.nRows, len(d.rows)) {
+					return false
+				}
 				r = &d.rows[d.nRows]
 				d.rowPtrs[d.nRows] = &r.r
 			}
@@ -397,6 +463,9 @@ func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
 		}
 		var f *lancepb.DataFragment
 		if !d.counting {
+			if !d.room(d.nFrags, len(d.frags)) {
+				return false
+			}
 			f = &d.frags[d.nFrags]
 			d.fragPtrs[d.nFrags] = f
 		}
@@ -431,6 +500,9 @@ func (d *appendDecoder) fragment(b []byte, f *lancepb.DataFragment) bool {
 			}
 			var file *lancepb.DataFile
 			if f != nil {
+				if !d.room(d.nFiles, len(d.files)) {
+					return false
+				}
 				file = &d.files[d.nFiles]
 				d.filePtrs[d.nFiles] = file
 			}
@@ -496,6 +568,9 @@ func (d *appendDecoder) packed(typ protowire.Type, v []byte) ([]int32, bool) {
 			return nil, false
 		}
 		if !d.counting {
+			if !d.room(d.nInts, len(d.ints)) {
+				return nil, false
+			}
 			d.ints[d.nInts] = int32(n)
 		}
 		d.nInts++

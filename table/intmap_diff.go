@@ -76,6 +76,8 @@ func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b
 		if inY {
 			cy = y.child(slot)
 		}
-		diffNodes(cx, cy, shift-imBits, key, same, fn)
+		if cx != cy { // most children are shared: skip the call
+			diffNodes(cx, cy, shift-imBits, key, same, fn)
+		}
 	}
 }
