@@ -222,3 +222,105 @@ func TestIntMapSharesStructure(t *testing.T) {
 		t.Error("new version still has the deleted key")
 	}
 }
+
+// TestIntMapBranchesFromSharedLeaves appends keys in ascending order (so
+// that successive versions share leaf arrays, imNode.extend) and then, from
+// versions along the way, sets keys in several branches: each branch sees
+// its own edits only, and the versions it branched from are unchanged.
+func TestIntMapBranchesFromSharedLeaves(t *testing.T) {
+	type version struct {
+		m   intMap[int]
+		ref map[uint64]int
+	}
+	var m intMap[int]
+	ref := map[uint64]int{}
+	var versions []version
+	for k := range uint64(700) {
+		m = m.Set(k, int(k))
+		ref[k] = int(k)
+		if k%7 == 3 {
+			versions = append(versions, version{m, clone(ref)})
+		}
+	}
+	check := func(m intMap[int], want map[uint64]int) {
+		t.Helper()
+		if m.Len() != len(want) {
+			t.Fatalf("Len %d, want %d", m.Len(), len(want))
+		}
+		for k, v := range want {
+			if got, ok := m.Get(k); !ok || got != v {
+				t.Fatalf("Get(%d) = %d, %v; want %d", k, got, ok, v)
+			}
+		}
+		n := 0
+		m.All(func(k uint64, v int) bool {
+			if want[k] != v {
+				t.Fatalf("All: %d → %d, want %d", k, v, want[k])
+			}
+			n++
+			return true
+		})
+		if n != len(want) {
+			t.Fatalf("All yielded %d keys, want %d", n, len(want))
+		}
+	}
+	for i, v := range versions {
+		next := uint64(len(v.ref))
+		for b := range 3 {
+			bm, bref := v.m, clone(v.ref)
+			for j := range uint64(b + 1) { // branches of different lengths
+				bm = bm.Set(next+j, -1-b)
+				bref[next+j] = -1 - b
+			}
+			check(bm, bref)
+		}
+		check(v.m, v.ref)
+		if i > 0 {
+			check(versions[i-1].m, versions[i-1].ref)
+		}
+	}
+	check(m, ref)
+}
+
+// TestIntMapConcurrentSuccessors extends one version from several
+// goroutines at once (run with -race): each successor is right, and the
+// version they share is unchanged.
+func TestIntMapConcurrentSuccessors(t *testing.T) {
+	var base intMap[int]
+	for k := range uint64(40) {
+		base = base.Set(k, int(k))
+	}
+	const workers = 8
+	results := make([]intMap[int], workers)
+	done := make(chan int)
+	for w := range workers {
+		go func() {
+			m := base
+			for k := uint64(40); k < 60; k++ {
+				m = m.Set(k, w*1000+int(k))
+			}
+			results[w] = m
+			done <- w
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	for w, m := range results {
+		for k := range uint64(60) {
+			want := int(k)
+			if k >= 40 {
+				want = w*1000 + int(k)
+			}
+			if got, ok := m.Get(k); !ok || got != want {
+				t.Fatalf("worker %d: Get(%d) = %d, %v; want %d", w, k, got, ok, want)
+			}
+		}
+	}
+	if base.Len() != 40 {
+		t.Fatalf("base has %d keys", base.Len())
+	}
+	if _, ok := base.Get(40); ok {
+		t.Fatal("base sees a successor's key")
+	}
+}
