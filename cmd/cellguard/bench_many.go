@@ -30,6 +30,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -125,10 +127,15 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	tr.reset()
 	n := spec.datasets * spec.per
 	b.prog.watch("transactions", tr, n)
-	if err := b.offerMany(ctx, js, sc, tr, spec); err != nil {
+	stopProfile, err := startCPUProfile(spec)
+	if err != nil {
 		return outcome{}, err
 	}
-	if err := tr.wait(ctx, n, 5*time.Minute); err != nil {
+	err = b.offerMany(ctx, js, sc, tr, spec)
+	if err == nil {
+		err = tr.wait(ctx, n, 5*time.Minute)
+	}
+	if err = errors.Join(err, stopProfile()); err != nil {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
@@ -223,4 +230,28 @@ func awaitEach(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, t
 		}
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process's CPU while spec's transactions
+// are offered and decided, if CELLGUARD_BENCH_CPU_PROFILE names a file
+// prefix: the profile goes to PREFIX.<kind>-<loop>-<datasets> (for `go
+// tool pprof`). stop ends the profile and closes its file.
+func startCPUProfile(spec manySpec) (stop func() error, err error) {
+	prefix := os.Getenv("CELLGUARD_BENCH_CPU_PROFILE")
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	kind := kindCommitter
+	if spec.raw {
+		kind = kindRaw
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s-%s-%d", prefix, kind, spec.loop, spec.datasets))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }

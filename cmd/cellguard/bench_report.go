@@ -134,7 +134,7 @@ func (rep *benchReport) writeJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-const benchTableHeader = "%-40s %10s %9s %9s %7s %8s %8s\n"
+const benchTableHeader = "%-48s %10s %9s %9s %7s %8s %8s\n"
 
 func printBenchHeader(w io.Writer) {
 	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "setup", "RSS")
