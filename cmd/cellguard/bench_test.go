@@ -261,9 +261,9 @@ func TestBenchShares(t *testing.T) {
 	}
 }
 
-// TestTrackerCountsDuplicatesAndDisorder feeds a tracker decisions by
+// TestBenchTrackerCountsDuplicatesAndDisorder feeds a tracker decisions by
 // hand: the checks the many-datasets runs report as 0 do count.
-func TestTrackerCountsDuplicatesAndDisorder(t *testing.T) {
+func TestBenchTrackerCountsDuplicatesAndDisorder(t *testing.T) {
 	tr := newTracker(4)
 	decide := func(id string) {
 		m := nats.NewMsg("cg.dec.ds.committed")
