@@ -41,12 +41,15 @@ func plainDecision(d *cellguardpb.Decision) bool {
 		utf8.ValidString(d.Message) && utf8.ValidString(d.ConflictTxnUuid)
 }
 
-// encodePlain encodes a plain decision (plainDecision) in one allocation.
+// encodePlain encodes a plain decision (plainDecision) in one allocation
+// of exactly its size.
 func encodePlain(d *cellguardpb.Decision) []byte {
-	// Every field at its largest: a tag of two bytes, a varint of ten, a
-	// length of five.
-	const varints = 8 * (2 + 10)
-	n := varints + 5*(2+5) + len(d.Dataset) + len(d.TxnUuid) + len(d.Transaction) + len(d.Message) + len(d.ConflictTxnUuid)
+	n := sizeBytes(decDataset, len(d.Dataset)) + sizeBytes(decTxnUUID, len(d.TxnUuid)) +
+		sizeUint(decOutcome, uint64(d.Outcome)) + sizeUint(decVersion, d.Version) +
+		sizeBytes(decTransaction, len(d.Transaction)) + sizeUint(decTxnSeq, d.TxnSeq) +
+		sizeUint(decReadVersion, d.ReadVersion) + sizeUint(decReason, uint64(d.Reason)) +
+		sizeBytes(decMessage, len(d.Message)) + sizeUint(decHeadVersion, d.HeadVersion) +
+		sizeUint(decConflictVersion, d.ConflictVersion) + sizeBytes(decConflictTxnUUID, len(d.ConflictTxnUuid))
 	b := make([]byte, 0, n)
 	b = appendString(b, decDataset, d.Dataset)
 	b = appendString(b, decTxnUUID, d.TxnUuid)
@@ -63,6 +66,23 @@ func encodePlain(d *cellguardpb.Decision) []byte {
 	b = appendUint(b, decConflictVersion, d.ConflictVersion)
 	b = appendString(b, decConflictTxnUUID, d.ConflictTxnUuid)
 	return b
+}
+
+// sizeUint is the size of a varint field appendUint writes.
+func sizeUint(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+// sizeBytes is the size of a length-delimited field of n bytes, as
+// written when n > 0.
+func sizeBytes(num protowire.Number, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
 }
 
 // appendUint appends a varint field (an enum too: a negative one, which

@@ -65,6 +65,9 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 		if !bytes.Equal(got.Body, want) {
 			t.Fatalf("Encode(%v) =\n%x\nwant\n%x", d, got.Body, want)
 		}
+		if plainDecision(d) && cap(got.Body) != len(got.Body) {
+			t.Fatalf("Encode(%v) allocated %d bytes for %d", d, cap(got.Body), len(got.Body))
+		}
 	}
 	if plain < 2000 {
 		t.Fatalf("only %d plain records: the fast encoding was hardly tested", plain)
