@@ -1,9 +1,6 @@
 package table
 
-import (
-	"math/bits"
-	"sync/atomic"
-)
+import "math/bits"
 
 // intMap is a persistent map from uint64 keys to values: every update returns
 // a new map and leaves the old one intact, sharing all untouched nodes. It is
@@ -33,10 +30,6 @@ type imNode[V any] struct {
 	used     uint32       // bitmap of occupied slots
 	children []*imNode[V] // interior levels: one per occupied slot, in slot order
 	values   []V          // leaf level (shift 0): one per occupied slot, in slot order
-	// claim, on a leaf, counts the slots of values' backing array that
-	// some leaf uses: leaves of successive versions share the array when
-	// each only adds a value after the last (see extend).
-	claim *atomic.Int32
 }
 
 // rank returns the index in children or values of slot, occupied or not.
@@ -55,6 +48,32 @@ func newParent[V any](c *imNode[V]) *imNode[V] {
 }
 
 func bitCount(used uint32) int { return bits.OnesCount32(used) }
+
+// withSlot returns a copy of s with x at i, inserted when grow is set and
+// overwriting s[i] otherwise. s itself is never modified: it may be shared.
+func withSlot[T any](s []T, i int, x T, grow bool) []T {
+	n := len(s)
+	if grow {
+		n++
+	}
+	out := make([]T, n)
+	copy(out, s[:i])
+	out[i] = x
+	if grow {
+		copy(out[i+1:], s[i:])
+	} else {
+		copy(out[i+1:], s[i+1:])
+	}
+	return out
+}
+
+// withoutSlot returns a copy of s without s[i].
+func withoutSlot[T any](s []T, i int) []T {
+	out := make([]T, len(s)-1)
+	copy(out, s[:i])
+	copy(out[i:], s[i+1:])
+	return out
+}
 
 // Len returns the number of entries.
 func (m intMap[V]) Len() int { return m.size }
@@ -116,11 +135,6 @@ func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) 
 	had := used&(1<<slot) != 0
 	i := bits.OnesCount32(used & (uint32(1)<<slot - 1))
 	if shift == 0 {
-		if n != nil && !had && i == len(n.values) {
-			if c := n.extend(used|1<<slot, v); c != nil {
-				return c, true
-			}
-		}
 		c := newLeaf[V](used | 1<<slot)
 		var old []V
 		if n != nil {
@@ -141,24 +155,6 @@ func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) 
 	c := newInterior[V](used | 1<<slot)
 	putSlot(c.children, children, i, child, !had)
 	return c, added
-}
-
-// extend returns a leaf with the given slots: n's values and v after
-// them, in n's backing array, which the two then share (n sees only its
-// own values). It returns nil when the array is full or when another leaf
-// already took the slot after n's values: a second successor of the same
-// version, or one of a version rolled back. Appending keys in ascending
-// order, as appended fragments are, then costs a leaf header per version
-// instead of a copy of the leaf. The claim is atomic: versions of one
-// manifest may be extended from several goroutines.
-func (n *imNode[V]) extend(used uint32, v V) *imNode[V] {
-	k := len(n.values)
-	if k == cap(n.values) || n.claim == nil || !n.claim.CompareAndSwap(int32(k), int32(k+1)) {
-		return nil
-	}
-	values := n.values[:k+1]
-	values[k] = v
-	return &imNode[V]{used: used, values: values, claim: n.claim}
 }
 
 // Delete returns a map without key.

@@ -5,12 +5,9 @@ package table
 // copied on every update of a path through it, so this halves the
 // allocations of every manifest update.
 //
-// Slots come in size classes (1, 2, 3, 4, 6, 8, 12, 16, 24, 32). An
-// interior node's slice has exactly its occupied slots as length and
-// capacity; a leaf's has its class's capacity, the spare room of which
-// later versions claim to add values after the last (imNode.extend).
-
-import "sync/atomic"
+// Slots come in size classes (1, 2, 3, 4, 6, 8, 12, 16, 24, 32); a node's
+// slice has exactly its occupied slots as length and capacity, so nothing
+// can append into the spare room of its class.
 
 // nodeBlock is a node and the array its slots live in.
 type nodeBlock[V, A any] struct {
@@ -18,21 +15,10 @@ type nodeBlock[V, A any] struct {
 	a A
 }
 
-// leafBlock is a leaf, its values' array and the array's claim count.
-type leafBlock[V, A any] struct {
-	n     imNode[V]
-	claim atomic.Int32
-	a     A
-}
-
-// leafIn returns a leaf with k values in an array of its size class, the
-// rest of which later versions may claim (imNode.extend).
 func leafIn[V, A any](used uint32, k int, slots func(*A) []V) *imNode[V] {
-	x := new(leafBlock[V, A])
+	x := new(nodeBlock[V, A])
 	x.n.used = used
-	x.n.values = slots(&x.a)[:k]
-	x.claim.Store(int32(k))
-	x.n.claim = &x.claim
+	x.n.values = slots(&x.a)[:k:k]
 	return &x.n
 }
 
