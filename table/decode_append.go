@@ -132,7 +132,10 @@ func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
 		d := appendDecoder{base: b, body: body}
 		txn := d.small()
 		if d.txn(b, txn) {
-			return txn, d.nFrags > 0
+			if d.nFrags == 0 {
+				return nil, false
+			}
+			return txn, true
 		}
 		if !d.overflow {
 			return nil, false

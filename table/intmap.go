@@ -49,32 +49,6 @@ func newParent[V any](c *imNode[V]) *imNode[V] {
 
 func bitCount(used uint32) int { return bits.OnesCount32(used) }
 
-// withSlot returns a copy of s with x at i, inserted when grow is set and
-// overwriting s[i] otherwise. s itself is never modified: it may be shared.
-func withSlot[T any](s []T, i int, x T, grow bool) []T {
-	n := len(s)
-	if grow {
-		n++
-	}
-	out := make([]T, n)
-	copy(out, s[:i])
-	out[i] = x
-	if grow {
-		copy(out[i+1:], s[i:])
-	} else {
-		copy(out[i+1:], s[i+1:])
-	}
-	return out
-}
-
-// withoutSlot returns a copy of s without s[i].
-func withoutSlot[T any](s []T, i int) []T {
-	out := make([]T, len(s)-1)
-	copy(out, s[:i])
-	copy(out[i:], s[i+1:])
-	return out
-}
-
 // Len returns the number of entries.
 func (m intMap[V]) Len() int { return m.size }
 

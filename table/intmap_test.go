@@ -222,3 +222,62 @@ func TestIntMapSharesStructure(t *testing.T) {
 		t.Error("new version still has the deleted key")
 	}
 }
+
+// TestIntMapBranches appends keys in ascending order, as appended
+// fragments are, and then, from versions along the way, sets keys in
+// several branches: each branch sees its own edits only, and the versions
+// it branched from are unchanged.
+func TestIntMapBranches(t *testing.T) {
+	type version struct {
+		m   intMap[int]
+		ref map[uint64]int
+	}
+	var m intMap[int]
+	ref := map[uint64]int{}
+	var versions []version
+	for k := range uint64(700) {
+		m = m.Set(k, int(k))
+		ref[k] = int(k)
+		if k%7 == 3 {
+			versions = append(versions, version{m, clone(ref)})
+		}
+	}
+	check := func(m intMap[int], want map[uint64]int) {
+		t.Helper()
+		if m.Len() != len(want) {
+			t.Fatalf("Len %d, want %d", m.Len(), len(want))
+		}
+		for k, v := range want {
+			if got, ok := m.Get(k); !ok || got != v {
+				t.Fatalf("Get(%d) = %d, %v; want %d", k, got, ok, v)
+			}
+		}
+		n := 0
+		m.All(func(k uint64, v int) bool {
+			if want[k] != v {
+				t.Fatalf("All: %d → %d, want %d", k, v, want[k])
+			}
+			n++
+			return true
+		})
+		if n != len(want) {
+			t.Fatalf("All yielded %d keys, want %d", n, len(want))
+		}
+	}
+	for i, v := range versions {
+		next := uint64(len(v.ref))
+		for b := range 3 {
+			bm, bref := v.m, clone(v.ref)
+			for j := range uint64(b + 1) { // branches of different lengths
+				bm = bm.Set(next+j, -1-b)
+				bref[next+j] = -1 - b
+			}
+			check(bm, bref)
+		}
+		check(v.m, v.ref)
+		if i > 0 {
+			check(versions[i-1].m, versions[i-1].ref)
+		}
+	}
+	check(m, ref)
+}
