@@ -6,8 +6,9 @@ import "math/bits"
 // present in one only, or present in both with values same reports as
 // different. It walks only the trie nodes the two maps do not share, so
 // diffing two versions that differ in k keys costs O(k log32 maxKey), not
-// O(size). Keys are visited in ascending order.
-func diffMaps[V any](a, b intMap[V], same func(x, y V) bool, fn func(key uint64, x V, inA bool, y V, inB bool)) {
+// O(size). Keys are visited in ascending order. Equal values (==) are the
+// same without asking same.
+func diffMaps[V comparable](a, b intMap[V], same func(x, y V) bool, fn func(key uint64, x V, inA bool, y V, inB bool)) {
 	ra, rb, shift := alignRoots(a, b)
 	diffNodes(ra, rb, shift, 0, same, fn)
 }
@@ -39,7 +40,7 @@ func wrapNode[V any](n *imNode[V]) *imNode[V] {
 	return newParent(n)
 }
 
-func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b V) bool, fn func(uint64, V, bool, V, bool)) {
+func diffNodes[V comparable](x, y *imNode[V], shift uint, prefix uint64, same func(a, b V) bool, fn func(uint64, V, bool, V, bool)) {
 	if x == y {
 		return
 	}
@@ -64,7 +65,7 @@ func diffNodes[V any](x, y *imNode[V], shift uint, prefix uint64, same func(a, b
 			if inY {
 				vy = y.values[y.rank(slot)]
 			}
-			if inX != inY || !same(vx, vy) {
+			if inX != inY || vx != vy && !same(vx, vy) {
 				fn(key, vx, inX, vy, inY)
 			}
 			continue
