@@ -126,29 +126,36 @@ func (b *Builder) Append(f *Fragment) error {
 // every other) land at the end. It costs O(log n), and O(n) on the rare
 // occasion that the sequence keys around the spot are exhausted.
 func (b *Builder) Insert(f *Fragment) error {
-	if _, dup := b.frags.byID.Get(f.ID()); dup {
-		return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", f.ID())
+	id := f.ID()
+	pid, hasPrev := b.frags.byID.Max()
+	if hasPrev && id <= pid { // not an append above every id
+		if _, dup := b.frags.byID.Get(id); dup {
+			return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", id)
+		}
+		hasPrev = false
+		if id > 0 {
+			pid, hasPrev = b.frags.byID.Floor(id - 1)
+		}
 	}
-	seq, ok := b.insertSeq(f.ID())
+	seq, ok := b.seqAfter(pid, hasPrev)
 	if !ok {
 		b.renumber() // every gap is seqGap wide afterwards
-		seq, _ = b.insertSeq(f.ID())
+		seq, _ = b.seqAfter(pid, hasPrev)
 	}
 	b.frags = b.frags.add(f, seq)
 	return nil
 }
 
-// insertSeq picks the sequence key for a new fragment with the given id, or
-// reports false when its neighbours leave no room.
-func (b *Builder) insertSeq(id uint64) (uint64, bool) {
-	var prev uint64 // sequence key of the fragment with the next smaller id; 0 for none
+// seqAfter picks the sequence key for a new fragment that follows the
+// fragment with id pid in scan order (or comes first, if hasPrev is
+// false), or reports false when its neighbours leave no room.
+func (b *Builder) seqAfter(pid uint64, hasPrev bool) (uint64, bool) {
+	var prev uint64 // sequence key of the predecessor; 0 for none
 	next, hasNext := b.frags.order.Min()
-	if id > 0 {
-		if pid, ok := b.frags.byID.Floor(id - 1); ok {
-			e, _ := b.frags.byID.Get(pid)
-			prev = e.seq
-			next, hasNext = b.frags.order.Ceil(prev + 1)
-		}
+	if hasPrev {
+		e, _ := b.frags.byID.Get(pid)
+		prev = e.seq
+		next, hasNext = b.frags.order.Ceil(prev + 1)
 	}
 	if !hasNext {
 		return prev + seqGap, true
