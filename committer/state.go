@@ -82,7 +82,8 @@ type state struct {
 	lim       limits
 	older     history              // versions before the window; nil means none
 	ix        *table.ChangeIndex   // kept in step with head
-	cx        *table.ConflictIndex // what the transactions in txns touch, kept in step with txns
+	cx        *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
+	cxc       conflictCosts        // the bytes of each version cx covers
 
 	head       *table.Manifest                         // nil until the dataset is created
 	recent     map[uint64]costed[*table.Manifest]      // with the approximate bytes each keeps alive
@@ -265,6 +266,7 @@ func (s *state) rollback(m mark) {
 		s.dropManifest(v)
 		s.dropTxn(v)
 	}
+	s.forgetConflicts(m.versions + 1)
 	if m.head != nil {
 		s.dropManifest(m.head.Version())
 	}

@@ -95,6 +95,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	jsonPath := fs.String("json", "", "write the results to `FILE` as JSON (schema above)")
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
 	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,6 +111,13 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer restoreLimit()
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "cellguard-bench-")
 		if err != nil {
@@ -273,6 +281,20 @@ func (b *bencher) runPlan(ctx context.Context, plan benchPlan, latency bool) err
 		}
 	}
 	return nil
+}
+
+// startCPUProfile profiles the CPU into path until the function it
+// returns is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // writeHeapProfile writes the live heap to path and the goroutines (whose
