@@ -9,8 +9,11 @@ import (
 
 // evict drops manifests and transactions that fell out of the window.
 // The window slides forward only, so each version is dropped once.
-func (s *state) evict() {
-	h := s.headVersion()
+func (s *state) evict() { s.evictUpTo(s.headVersion()) }
+
+// evictUpTo is evict with head h: the window below h slides, nothing
+// above h is touched.
+func (s *state) evictUpTo(h uint64) {
 	if h <= uint64(s.lim.window) {
 		return
 	}
@@ -29,15 +32,18 @@ func (s *state) evict() {
 // keep alive fits windowBytes. Their transactions stay (they are small and
 // landing reads them); a read version whose manifest is gone is pinned
 // from older history when needed.
-func (s *state) evictByCost() {
+func (s *state) evictByCost() { s.evictByCostUpTo(s.headVersion()) }
+
+// evictByCostUpTo is evictByCost with head h: only versions below h go.
+func (s *state) evictByCostUpTo(h uint64) {
 	if s.lim.windowBytes <= 0 {
 		return
 	}
-	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < h; v++ {
 		s.dropManifest(v)
 		s.mevicted = v
 	}
-	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < h; v++ {
 		s.dropTxn(v)
 		s.tevicted = v
 	}
