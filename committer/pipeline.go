@@ -84,18 +84,30 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 			w.maybeCheckpoint(start)
 			return cur.items, res.err
 		}
-		if err := w.finish(ctx, cur, res.seqs, next); err != nil {
+		if err := w.commitBatch(cur, res.seqs, next); err != nil {
 			return nil, err
 		}
-		if next == nil {
+		// The next batch goes out before this one's acks: they need no
+		// answer, and the log is what waits.
+		var perr error
+		if next != nil {
+			if perr = w.prepare(ctx, next); perr == nil {
+				w.send(ctx, next)
+			}
+		}
+		if err := w.ack(ctx, cur); err != nil {
+			if next != nil && perr == nil {
+				<-next.done // not left running past a crash
+			}
+			return nil, err
+		}
+		if next == nil || perr != nil {
 			w.maybeCheckpoint(start)
+			if perr != nil {
+				return next.items, perr
+			}
 			return nil, nil
 		}
-		if err := w.prepare(ctx, next); err != nil {
-			w.maybeCheckpoint(start)
-			return next.items, err
-		}
-		w.send(ctx, next)
 		cur = next
 	}
 }
@@ -232,21 +244,35 @@ func (w *worker) send(ctx context.Context, p *pending) {
 	}()
 }
 
-// finish makes an appended batch final, under next when a next batch is
-// decided on top of it, and acks its messages.
-func (w *worker) finish(ctx context.Context, p *pending, seqs []uint64, next *pending) error {
-	c, st := w.c, w.st
-	if len(p.recs) > 0 {
-		if next != nil {
-			st.commitUnder(p.m, p.recs, seqs, &next.m)
-		} else {
-			st.commit(p.m, p.recs, seqs)
-		}
-		if err := c.step(StepAppended, w.ds); err != nil {
-			return err
-		}
-		w.observe(p)
+// finish makes an appended batch final and acks its messages.
+func (w *worker) finish(ctx context.Context, p *pending, seqs []uint64) error {
+	if err := w.commitBatch(p, seqs, nil); err != nil {
+		return err
 	}
+	return w.ack(ctx, p)
+}
+
+// commitBatch makes an appended batch final, under next when a next batch
+// is decided on top of it.
+func (w *worker) commitBatch(p *pending, seqs []uint64, next *pending) error {
+	if len(p.recs) == 0 {
+		return nil
+	}
+	if next != nil {
+		w.st.commitUnder(p.m, p.recs, seqs, &next.m)
+	} else {
+		w.st.commit(p.m, p.recs, seqs)
+	}
+	if err := w.c.step(StepAppended, w.ds); err != nil {
+		return err
+	}
+	w.observe(p)
+	return nil
+}
+
+// ack settles a final batch's messages.
+func (w *worker) ack(ctx context.Context, p *pending) error {
+	c := w.c
 	for i, it := range p.items {
 		c.settle(ctx, it)
 		if i == len(p.items)/2 && len(p.items) > 1 {

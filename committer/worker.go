@@ -318,7 +318,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 		w.st.rollback(p.m)
 		return res.err
 	}
-	if err := w.finish(ctx, p, res.seqs, nil); err != nil {
+	if err := w.finish(ctx, p, res.seqs); err != nil {
 		return err
 	}
 	if len(p.recs) > 0 {
