@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -76,11 +77,17 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	start := time.Now()
 	var out outcome
 	var err error
-	if rec.Load == loadDatasets {
-		out, err = b.runMany(ctx, rec.Kind == kindRaw, rec.Datasets, b.manyTxns)
-	} else {
-		out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
-	}
+	// The goroutines of the run (producers, committer or raw loop, their
+	// connections) carry its name in a -cpuprofile: go tool pprof
+	// -tagfocus run=... shows one run (the servers' own goroutines are
+	// not labelled).
+	pprof.Do(ctx, pprof.Labels("run", rec.Name), func(ctx context.Context) {
+		if rec.Load == loadDatasets {
+			out, err = b.runMany(ctx, rec.Kind == kindRaw, rec.Datasets, b.manyTxns)
+		} else {
+			out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
+		}
+	})
 	if err != nil {
 		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
 	}
