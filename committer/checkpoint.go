@@ -37,7 +37,10 @@ func (c *Committer) latestCheckpoint(ds string, v uint64) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	vs := c.cps[ds]
-	i, _ := slices.BinarySearch(vs, v+1)
+	i := len(vs)
+	if v < math.MaxUint64 { // v+1 would wrap to 0
+		i, _ = slices.BinarySearch(vs, v+1)
+	}
 	if i == 0 {
 		return 0, false
 	}
@@ -131,27 +134,41 @@ func (c *Committer) loadWholeLog(ctx context.Context, st *state) error {
 // checkpoint, or when it fails the trust rule or does not agree with
 // itself, the whole log is read (loadWholeLog).
 func (c *Committer) loadState(ctx context.Context, st *state) error {
+	begin := time.Now()
 	v, ok := c.latestCheckpoint(st.ds, math.MaxUint64)
 	if !ok {
+		c.log.Debug("no checkpoint; reading the whole log", "dataset", st.ds)
 		return c.loadWholeLog(ctx, st)
 	}
 	cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
 	if errors.Is(err, declog.ErrUntrustedCheckpoint) || err == nil && (!usableLogState(cp) || c.outgrown(cp)) {
 		if err != nil {
 			c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
+		} else {
+			c.log.Debug("checkpoint without a usable log state; reading the whole log", "dataset", st.ds, "version", v,
+				"log_state", cp.Log != nil, "outgrown", c.outgrown(cp))
 		}
+		defer func(begin time.Time) {
+			c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "took", time.Since(begin))
+		}(time.Now())
 		return c.loadWholeLog(ctx, st)
 	}
 	if err != nil {
 		return err
 	}
+	read := time.Now()
 	st.setBase(cp.Manifest)
 	st.setLogState(cp)
-	from := cp.DecSeq + 1
-	if err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, false, func(r declog.Record) error { return st.replay(ctx, r) }); err != nil {
+	set := time.Now()
+	from, tail := cp.DecSeq+1, 0
+	if err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, false, func(r declog.Record) error { tail++; return st.replay(ctx, r) }); err != nil {
 		return untrusted(err)
 	}
-	return c.checkStagedSeq(ctx, st)
+	scanned := time.Now()
+	err = c.checkStagedSeq(ctx, st)
+	c.log.Debug("dataset state loaded from a checkpoint", "dataset", st.ds, "checkpoint", v, "ids", len(cp.Log.UUIDs)+len(cp.Log.IDs),
+		"read", read.Sub(begin), "set", set.Sub(read), "tail", tail, "scan", scanned.Sub(set), "check", time.Since(scanned))
+	return err
 }
 
 // outgrown reports whether cp's decided ids outnumber what the decision
@@ -162,7 +179,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 // a load reads the whole retained log instead, which trims the set.
 func (c *Committer) outgrown(cp declog.Checkpoint) bool {
 	limit := c.decRetain()
-	return limit > 0 && uint64(len(cp.Log.UUIDs)+len(cp.Log.IDs)) > 2*limit
+	return limit > 0 && cp.Log != nil && uint64(len(cp.Log.UUIDs)+len(cp.Log.IDs)) > 2*limit
 }
 
 // usableLogState reports whether cp carries a log state that agrees with

@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -60,6 +61,9 @@ func TestLoadFromCheckpointTail(t *testing.T) {
 	}
 
 	r2 := start(t, srv.URL(), cfg)
+	if v, ok := r2.c.latestCheckpoint(ds, math.MaxUint64); !ok || v != cpv {
+		t.Fatalf("a restarted committer knows checkpoint %d (%v); want %d", v, ok, cpv)
+	}
 	stage(t, js, ds, "re-"+newUUID(), mustMarshal(t, appendTxn(ids[3], 3))) // decided before the checkpoint
 	last := newUUID()
 	ids = append(ids, last)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,7 +100,10 @@ func (l *Log) Checkpoint(ctx context.Context, ds string, version uint64) (Checkp
 		return Checkpoint{}, false, err
 	}
 	vs := all[ds]
-	i, _ := slices.BinarySearch(vs, version+1)
+	i := len(vs)
+	if version < math.MaxUint64 { // version+1 would wrap to 0
+		i, _ = slices.BinarySearch(vs, version+1)
+	}
 	if i == 0 {
 		return Checkpoint{}, false, nil
 	}

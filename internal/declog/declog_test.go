@@ -3,6 +3,7 @@ package declog_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,6 +121,9 @@ func TestAppendScanLoad(t *testing.T) {
 	cp, ok, err := l.Checkpoint(ctx, ds, 4)
 	if err != nil || !ok || cp.Version != 3 || cp.DecSeq != 4 {
 		t.Fatalf("Checkpoint(4) = %+v, %v, %v; want version 3 at 4", cp, ok, err)
+	}
+	if cp, ok, err := l.Checkpoint(ctx, ds, math.MaxUint64); err != nil || !ok || cp.Version != 3 {
+		t.Fatalf("Checkpoint(MaxUint64) = %+v, %v, %v; want the newest, version 3", cp, ok, err)
 	}
 	m4, seq, err := l.Load(ctx, ds, 0, nil)
 	if err != nil || m4.Version() != 4 || seq != 5 {
