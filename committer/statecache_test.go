@@ -164,3 +164,65 @@ func checkConflictMirror(t *testing.T, st *state) {
 		t.Fatalf("the conflict index does not cover %d..%d as its costs do", st.cxc.first, st.cxc.last())
 	}
 }
+
+// TestCommitUnderThenRollback commits a batch while a second one, decided
+// on top of it, stays provisional; rolling the second back must leave the
+// state exactly as if the first had been committed alone: its versions,
+// ids and log position kept, the second's gone.
+func TestCommitUnderThenRollback(t *testing.T) {
+	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	st := newState("under", limits{maxTxnBytes: 1 << 20, window: 2, maxLag: 1000, maxRebaseLag: 100}, h)
+	decideAll(t, st, h, createTxn(newUUID()))
+	seq := st.lastTxnSeq
+	decideN := func(n int) (mark, []*cellguardpb.Decision, []string) {
+		m := st.mark()
+		var recs []*cellguardpb.Decision
+		var ids []string
+		for range n {
+			id := newUUID()
+			seq++
+			v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, appendTxn(id, st.headVersion()))})
+			if v.rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
+				t.Fatalf("decide %s: %v", id, v.rec)
+			}
+			recs, ids = append(recs, v.rec), append(ids, id)
+		}
+		return m, recs, ids
+	}
+	ma, recsA, idsA := decideN(3)
+	mb, _, idsB := decideN(4)
+	seqsA := []uint64{101, 102, 103}
+	st.commitUnder(ma, recsA, seqsA, &mb)
+	if mb.lastDecSeq != 103 || mb.journal != 0 {
+		t.Fatalf("next mark after commitUnder: lastDecSeq %d journal %d, want 103 and 0", mb.lastDecSeq, mb.journal)
+	}
+	if st.headVersion() != 8 {
+		t.Fatalf("provisional head %d, want 8", st.headVersion())
+	}
+	st.rollback(mb)
+	if st.headVersion() != 4 || st.lastDecSeq != 103 || st.lastTxnSeq != seq-4 {
+		t.Errorf("after rollback: head %d lastDecSeq %d lastTxnSeq %d, want 4, 103, %d", st.headVersion(), st.lastDecSeq, st.lastTxnSeq, seq-4)
+	}
+	for _, id := range idsA {
+		if !st.decided.has(id) {
+			t.Errorf("committed id %s forgotten by the rollback", id)
+		}
+	}
+	for _, id := range idsB {
+		if st.decided.has(id) {
+			t.Errorf("rolled-back id %s still decided", id)
+		}
+	}
+	for v, want := range map[uint64]uint64{2: 101, 3: 102, 4: 103} {
+		if got, ok := st.versionSeq.at(v); !ok || got != want {
+			t.Errorf("version %d at log sequence %d (%v), want %d", v, got, ok, want)
+		}
+	}
+	if top := st.versionSeq.top(); top != 4 {
+		t.Errorf("version index tops at %d, want 4", top)
+	}
+	checkConflictMirror(t, st)
+	if !st.cx.Covers(1, 4) || st.cx.Covers(1, 5) {
+		t.Errorf("conflict index covers %d..%d, want up to 4", st.cxc.first, st.cxc.last())
+	}
+}
