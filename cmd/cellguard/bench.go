@@ -26,7 +26,13 @@ raw JetStream doing the same I/O with nothing decided, in the same run:
 for each batch size a raw and a committer run at full speed (closed-loop
 producers), and with -latency both again at half the committer's rate
 (open loop); committer runs with preconditions; and for each -datasets
-count a raw and a committer run over that many datasets.
+count a raw and a committer run over that many datasets, each with
+-datasets-txns appends: in a closed loop of -producers producers (at most
+one per dataset, which gets its appends one after another), and with
+-latency both again in an open loop at half the committer's rate; with
+-datasets-burst instead every append staged at once (schema 1's mode: it
+measures how fast a backlog drains, and its latencies are mostly the wait
+in the backlog).
 
 A table goes to stdout; stderr shows each run as it starts and ends, and
 every -progress an "n/m decided" line while a run waits.
@@ -35,14 +41,20 @@ every -progress an "n/m decided" line while a run waits.
 (clients connect to any node) and runs everything with 3 replicas per
 stream.
 
--json FILE writes one document: {"schema": 1, "started", "go_version",
+-json FILE writes one document: {"schema": 2, "started", "go_version",
 "goos", "goarch", "cpus", "gomaxprocs", "cluster_nodes", "producers",
 "runs": [...]}, one record per run:
   kind                 "raw" (raw JetStream) or "committer"
   load                 "max" (full speed), "half" (half the committer's max
                        rate, offered open loop), "preconditions" (full speed,
                        each transaction protects fragments), "datasets"
-                       (many datasets staged at once)
+                       (many datasets)
+  loop                 "closed" (each producer stages, awaits its decision,
+                       then stages its next), "open" (staged at
+                       offered_per_sec whatever is decided) or "burst"
+                       (every transaction staged at once, then awaited;
+                       in schema 1 every "datasets" run was a burst)
+  producers            concurrent producers of a closed loop (0 otherwise)
   name                 the run's row in the table
   batch                group-commit batch size
   datasets             datasets served in the run
@@ -57,6 +69,10 @@ stream.
                        (absent when none)
   rejected_examples    the committer's message for the first rejection of
                        each reason (absent when none)
+  duplicates           decisions of a transaction already decided (should
+                       be 0)
+  out_of_order         decisions of a dataset's append before an earlier
+                       one of the same dataset (many datasets; should be 0)
   setup_s              seconds to set the run up: streams, consumers,
                        committer start and every dataset's creation decided
   run_s                seconds of the whole run, set-up included
@@ -64,8 +80,9 @@ stream.
                        (servers, committer and producers together)
   replicas             replicas of the decision stream, as the server reports
   vs_raw               commits_per_sec over the raw run of the same batch
-                       size and dataset count (committer runs at max load and
-                       with many datasets; 0 otherwise)
+                       size, dataset count and loop (committer runs at max
+                       load and many-datasets runs in a closed loop or a
+                       burst; 0 otherwise)
 
 -plot FILE.svg draws throughput and p50/p99 against batch size and against
 the number of datasets, committer beside raw JetStream.
@@ -87,6 +104,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pres := fs.String("preconditions", "0,1,16,128", "precondition sizes (fragments protected per transaction) to measure, at the largest batch size")
 	many := fs.String("datasets", "1000", "dataset counts of the many-datasets runs, comma-separated (empty or 0: skip)")
 	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets runs")
+	burst := fs.Bool("datasets-burst", false, "many-datasets runs stage every transaction at once (schema 1's mode) instead of a closed loop of -producers")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
@@ -103,6 +121,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	plan.burst = *burst
 	if err := checkBenchFlags(*n, *producers, *manyTxns, *nodes, *every); err != nil {
 		return err
 	}
@@ -112,7 +131,10 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer restoreLimit()
 	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile)
+		if os.Getenv("CELLGUARD_BENCH_CPU_PROFILE") != "" {
+			return usageError{"bench: -cpuprofile and CELLGUARD_BENCH_CPU_PROFILE both profile the CPU: set one"}
+		}
+		stopProfile, err := profileCPU(*cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -153,6 +175,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // benchPlan is what a bench run measures.
 type benchPlan struct {
 	batches, pres, datasets []int
+	burst                   bool // many-datasets runs stage everything at once
 }
 
 func parseBenchPlan(batches, pres, datasets string) (benchPlan, error) {
@@ -188,11 +211,14 @@ func parseBenchPlan(batches, pres, datasets string) (benchPlan, error) {
 
 // runs is the number of runs the plan makes.
 func (p benchPlan) runs(latency bool) int {
-	per := 2
+	per, perDatasets := 2, 2
 	if latency {
 		per = 4
+		if !p.burst {
+			perDatasets = 4
+		}
 	}
-	return per*len(p.batches) + len(p.pres) + 2*len(p.datasets)
+	return per*len(p.batches) + len(p.pres) + perDatasets*len(p.datasets)
 }
 
 func checkBenchFlags(txns, producers, manyTxns, nodes int, every time.Duration) error {
@@ -245,10 +271,10 @@ func startBenchServers(ctx context.Context, dir string, nodes int) (string, func
 // runPlan makes the plan's runs in order, each recorded in b.rep.
 func (b *bencher) runPlan(ctx context.Context, plan benchPlan, latency bool) error {
 	for _, bsz := range plan.batches {
-		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadMax, Batch: bsz, Name: fmt.Sprintf("raw JetStream batch=%d", bsz)}); err != nil {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadMax, Loop: loopClosed, Batch: bsz, Name: fmt.Sprintf("raw JetStream batch=%d", bsz)}); err != nil {
 			return err
 		}
-		got, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadMax, Batch: bsz, Name: fmt.Sprintf("committer batch=%d", bsz)})
+		got, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadMax, Loop: loopClosed, Batch: bsz, Name: fmt.Sprintf("committer batch=%d", bsz)})
 		if err != nil {
 			return err
 		}
@@ -256,10 +282,10 @@ func (b *bencher) runPlan(ctx context.Context, plan benchPlan, latency bool) err
 			continue
 		}
 		half := got.CommitsPerSec / 2
-		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadHalf, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("raw JetStream batch=%d at %.0f/s", bsz, half)}); err != nil {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindRaw, Load: loadHalf, Loop: loopOpen, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("raw JetStream batch=%d at %.0f/s", bsz, half)}); err != nil {
 			return err
 		}
-		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadHalf, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("committer batch=%d at %.0f/s", bsz, half)}); err != nil {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadHalf, Loop: loopOpen, Batch: bsz, OfferedPerSec: half, Name: fmt.Sprintf("committer batch=%d at %.0f/s", bsz, half)}); err != nil {
 			return err
 		}
 	}
@@ -268,24 +294,51 @@ func (b *bencher) runPlan(ctx context.Context, plan benchPlan, latency bool) err
 		top = plan.batches[len(plan.batches)-1]
 	}
 	for _, p := range plan.pres {
-		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadPreconditions, Batch: top, Protected: p, Name: fmt.Sprintf("committer batch=%d protects %d frags", top, p)}); err != nil {
+		if _, err := b.measure(ctx, benchRecord{Kind: kindCommitter, Load: loadPreconditions, Loop: loopClosed, Batch: top, Protected: p, Name: fmt.Sprintf("committer batch=%d protects %d frags", top, p)}); err != nil {
 			return err
 		}
 	}
 	for _, d := range plan.datasets {
-		for _, kind := range []string{kindRaw, kindCommitter} {
-			name := fmt.Sprintf("%s %d datasets × %d txns", kindLabel[kind], d, b.manyTxns)
-			if _, err := b.measure(ctx, benchRecord{Kind: kind, Load: loadDatasets, Batch: manyBatch, Datasets: d, Name: name}); err != nil {
-				return err
-			}
+		if err := b.runDatasets(ctx, d, plan.burst, latency); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// startCPUProfile profiles the CPU into path until the function it
-// returns is called.
-func startCPUProfile(path string) (func(), error) {
+// runDatasets makes the runs over d datasets: raw and committer in a
+// closed loop (or a burst) and, with latency (not after a burst), both
+// again in an open loop at half the committer's rate.
+func (b *bencher) runDatasets(ctx context.Context, d int, burst, latency bool) error {
+	loop, suffix := loopClosed, ""
+	if burst {
+		loop, suffix = loopBurst, ", burst"
+	}
+	var got benchRecord
+	for _, kind := range []string{kindRaw, kindCommitter} {
+		name := fmt.Sprintf("%s %d datasets × %d txns%s", kindLabel[kind], d, b.manyTxns, suffix)
+		rec, err := b.measure(ctx, benchRecord{Kind: kind, Load: loadDatasets, Loop: loop, Batch: manyBatch, Datasets: d, Name: name})
+		if err != nil {
+			return err
+		}
+		got = rec
+	}
+	if burst || !latency {
+		return nil
+	}
+	half := got.CommitsPerSec / 2
+	for _, kind := range []string{kindRaw, kindCommitter} {
+		name := fmt.Sprintf("%s %d datasets × %d txns at %.0f/s", kindLabel[kind], d, b.manyTxns, half)
+		if _, err := b.measure(ctx, benchRecord{Kind: kind, Load: loadDatasets, Loop: loopOpen, Batch: manyBatch, Datasets: d, OfferedPerSec: half, Name: name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// profileCPU profiles the CPU into path until the function it returns is
+// called.
+func profileCPU(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("bench: -cpuprofile: %w", err)

@@ -26,12 +26,22 @@ func (rep *benchReport) figure() benchplot.Figure {
 	}
 	byBatch := func(r benchRecord) float64 { return float64(r.Batch) }
 	byDatasets := func(r benchRecord) float64 { return float64(r.Datasets) }
+	load := func(load string) func(benchRecord) bool {
+		return func(r benchRecord) bool { return r.Load == load }
+	}
+	many := func(loop string) func(benchRecord) bool {
+		return func(r benchRecord) bool { return r.Load == loadDatasets && r.Loop == loop }
+	}
+	dsLabel := fmt.Sprintf("datasets (batch %d)", manyBatch)
 	for _, c := range []benchplot.Chart{
-		rep.throughput("throughput vs batch size (1 dataset)", "batch size", loadMax, byBatch),
-		rep.latency("latency vs batch size, full speed", "batch size", loadMax, byBatch),
-		rep.throughput("throughput vs number of datasets", fmt.Sprintf("datasets (batch %d)", manyBatch), loadDatasets, byDatasets),
-		rep.latency("latency vs number of datasets", fmt.Sprintf("datasets (batch %d)", manyBatch), loadDatasets, byDatasets),
-		rep.latency("latency vs batch size, half the committer's rate", "batch size", loadHalf, byBatch),
+		rep.throughput("throughput vs batch size (1 dataset)", "batch size", load(loadMax), byBatch),
+		rep.latency("latency vs batch size, full speed", "batch size", load(loadMax), byBatch),
+		rep.throughput("throughput vs number of datasets, closed loop", dsLabel, many(loopClosed), byDatasets),
+		rep.latency("latency vs number of datasets, closed loop", dsLabel, many(loopClosed), byDatasets),
+		rep.throughput("throughput vs number of datasets, all staged at once", dsLabel, many(loopBurst), byDatasets),
+		rep.latency("latency vs number of datasets, all staged at once", dsLabel, many(loopBurst), byDatasets),
+		rep.latency("latency vs batch size, half the committer's rate", "batch size", load(loadHalf), byBatch),
+		rep.latency("latency vs number of datasets, half the committer's rate", dsLabel, many(loopOpen), byDatasets),
 	} {
 		if len(c.Series) > 0 {
 			f.Charts = append(f.Charts, c)
@@ -40,13 +50,14 @@ func (rep *benchReport) figure() benchplot.Figure {
 	return f
 }
 
-// throughput is commits/s of the runs of load against x, one series per kind.
-func (rep *benchReport) throughput(title, xlabel, load string, x func(benchRecord) float64) benchplot.Chart {
+// throughput is commits/s of the runs that match against x, one series
+// per kind.
+func (rep *benchReport) throughput(title, xlabel string, match func(benchRecord) bool, x func(benchRecord) float64) benchplot.Chart {
 	c := benchplot.Chart{Title: title, XLabel: xlabel, YLabel: "commits/s", LogX: true}
 	for _, kind := range []string{kindRaw, kindCommitter} {
 		s := benchplot.Series{Name: kindLabel[kind], Color: kindColor[kind]}
 		for _, r := range rep.Runs {
-			if r.Kind == kind && r.Load == load && r.CommitsPerSec > 0 {
+			if r.Kind == kind && match(r) && r.CommitsPerSec > 0 {
 				s.Points = append(s.Points, benchplot.Point{X: x(r), Y: r.CommitsPerSec})
 			}
 		}
@@ -57,9 +68,9 @@ func (rep *benchReport) throughput(title, xlabel, load string, x func(benchRecor
 	return c
 }
 
-// latency is p50 and p99 of the runs of load against x (log scale), two
-// series per kind.
-func (rep *benchReport) latency(title, xlabel, load string, x func(benchRecord) float64) benchplot.Chart {
+// latency is p50 and p99 of the runs that match against x (log scale),
+// two series per kind.
+func (rep *benchReport) latency(title, xlabel string, match func(benchRecord) bool, x func(benchRecord) float64) benchplot.Chart {
 	c := benchplot.Chart{Title: title, XLabel: xlabel, YLabel: "ms, staged to decided", LogX: true, LogY: true}
 	for _, kind := range []string{kindRaw, kindCommitter} {
 		for _, q := range []struct {
@@ -72,7 +83,7 @@ func (rep *benchReport) latency(title, xlabel, load string, x func(benchRecord) 
 		} {
 			s := benchplot.Series{Name: kindLabel[kind] + " " + q.name, Color: kindColor[kind], Dashed: q.dashed}
 			for _, r := range rep.Runs {
-				if r.Kind == kind && r.Load == load && q.v(r) > 0 {
+				if r.Kind == kind && match(r) && q.v(r) > 0 {
 					s.Points = append(s.Points, benchplot.Point{X: x(r), Y: q.v(r)})
 				}
 			}

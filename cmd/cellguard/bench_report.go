@@ -18,8 +18,10 @@ import (
 )
 
 // benchSchema is the version of the -json document; a change to a field's
-// meaning or unit gets a new number.
-const benchSchema = 1
+// meaning or unit gets a new number. Version 2 added loop, producers,
+// duplicates and out_of_order; in version 1 every "datasets" run was
+// what version 2 calls loop "burst".
+const benchSchema = 2
 
 // Run kinds.
 const (
@@ -32,7 +34,14 @@ const (
 	loadMax           = "max"           // closed loop, as fast as the system decides
 	loadHalf          = "half"          // open loop at half the committer's max rate
 	loadPreconditions = "preconditions" // max load, transactions protect fragments
-	loadDatasets      = "datasets"      // many datasets staged at once
+	loadDatasets      = "datasets"      // many datasets, in any loop
+)
+
+// Run loops: how producers offer the transactions.
+const (
+	loopClosed = "closed" // each producer stages, awaits its decision, then stages its next
+	loopOpen   = "open"   // staged on a schedule at the offered rate, whatever is decided
+	loopBurst  = "burst"  // every transaction staged at once, then all awaited
 )
 
 // benchReport is the -json document: the set-up of the run and its records.
@@ -54,8 +63,12 @@ type benchReport struct {
 // decision. RSS is the whole process (servers, committer, producers) at
 // the end of the run.
 type benchRecord struct {
-	Kind          string  `json:"kind"`
-	Load          string  `json:"load"`
+	Kind string `json:"kind"`
+	Load string `json:"load"`
+	Loop string `json:"loop"`
+	// Producers is the number of concurrent producers of a closed loop
+	// (0 in open and burst loops).
+	Producers     int     `json:"producers"`
 	Name          string  `json:"name"`
 	Batch         int     `json:"batch"`
 	Datasets      int     `json:"datasets"`
@@ -66,6 +79,11 @@ type benchRecord struct {
 	P50Ms         float64 `json:"p50_ms"`
 	P99Ms         float64 `json:"p99_ms"`
 	Rejected      int64   `json:"rejected"`
+	// Duplicates counts decisions of a transaction already decided;
+	// OutOfOrder counts decisions of a dataset's transaction before an
+	// earlier one of the same dataset (both should be 0).
+	Duplicates int64 `json:"duplicates"`
+	OutOfOrder int64 `json:"out_of_order"`
 	// RejectedBy counts the rejections by reason (absent when none).
 	RejectedBy map[string]int64 `json:"rejected_by,omitempty"`
 	// RejectedExamples holds the committer's message for the first
@@ -89,17 +107,18 @@ func newBenchReport(nodes, producers int) *benchReport {
 // record fills r's measured fields from res.
 func (r *benchRecord) record(res result) {
 	r.CommitsPerSec, r.Rejected, r.RejectedBy, r.RejectedExamples = res.rate, res.rejected, res.reasons, res.examples
+	r.Duplicates, r.OutOfOrder = res.duplicates, res.outOfOrder
 	r.P50Ms, r.P99Ms = ms(res.p50), ms(res.p99)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// find returns the run of kind and load with the batch size and dataset
-// count given, or nil.
-func (rep *benchReport) find(kind, load string, batch, datasets int) *benchRecord {
+// find returns the run of kind, load and loop with the batch size and
+// dataset count given, or nil.
+func (rep *benchReport) find(kind, load, loop string, batch, datasets int) *benchRecord {
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
-		if r.Kind == kind && r.Load == load && r.Batch == batch && r.Datasets == datasets {
+		if r.Kind == kind && r.Load == load && r.Loop == loop && r.Batch == batch && r.Datasets == datasets {
 			return r
 		}
 	}
@@ -115,7 +134,7 @@ func (rep *benchReport) writeJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-const benchTableHeader = "%-40s %10s %9s %9s %7s %8s %8s\n"
+const benchTableHeader = "%-48s %10s %9s %9s %7s %8s %8s\n"
 
 func printBenchHeader(w io.Writer) {
 	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "setup", "RSS")

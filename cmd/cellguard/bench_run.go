@@ -47,11 +47,12 @@ type runSpec struct {
 }
 
 type result struct {
-	rate     float64
-	p50, p99 time.Duration
-	rejected int64
-	reasons  map[string]int64  // rejections by reason
-	examples map[string]string // a rejection's message per reason
+	rate                   float64
+	p50, p99               time.Duration
+	rejected               int64
+	duplicates, outOfOrder int64
+	reasons                map[string]int64  // rejections by reason
+	examples               map[string]string // a rejection's message per reason
 }
 
 // outcome is what one run measured.
@@ -77,13 +78,19 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	start := time.Now()
 	var out outcome
 	var err error
+	if rec.Loop == loopClosed {
+		rec.Producers = b.producers
+	}
 	// The goroutines of the run (producers, committer or raw loop, their
 	// connections) carry its name in a -cpuprofile: go tool pprof
 	// -tagfocus run=... shows one run (the servers' own goroutines are
 	// not labelled).
 	pprof.Do(ctx, pprof.Labels("run", rec.Name), func(ctx context.Context) {
 		if rec.Load == loadDatasets {
-			out, err = b.runMany(ctx, rec.Kind == kindRaw, rec.Datasets, b.manyTxns)
+			if rec.Loop == loopClosed {
+				rec.Producers = len(shares(rec.Datasets, b.manyTxns, b.producers))
+			}
+			out, err = b.runMany(ctx, manySpec{raw: rec.Kind == kindRaw, datasets: rec.Datasets, per: b.manyTxns, loop: rec.Loop, rate: rec.OfferedPerSec})
 		} else {
 			out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
 		}
@@ -97,8 +104,8 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	if out.mem != nil {
 		rec.RSSBytes = out.mem.rss
 	}
-	if rec.Kind == kindCommitter && (rec.Load == loadMax || rec.Load == loadDatasets) {
-		if raw := b.rep.find(kindRaw, rec.Load, rec.Batch, rec.Datasets); raw != nil && raw.CommitsPerSec > 0 {
+	if rec.Kind == kindCommitter && (rec.Load == loadMax || rec.Load == loadDatasets) && rec.Loop != loopOpen {
+		if raw := b.rep.find(kindRaw, rec.Load, rec.Loop, rec.Batch, rec.Datasets); raw != nil && raw.CommitsPerSec > 0 {
 			rec.VsRaw = rec.CommitsPerSec / raw.CommitsPerSec
 		}
 	}
@@ -387,87 +394,4 @@ func benchAppend(id string, rv uint64, pre int) []byte {
 	}
 	b, _ := proto.Marshal(txn)
 	return b
-}
-
-// runMany measures many datasets at once: one committer serving all of
-// them, or the raw loop with one consumer over all of them. Every dataset
-// is created first (the set-up), then each gets per appends, all staged
-// at once.
-func (b *bencher) runMany(ctx context.Context, raw bool, datasets, per int) (outcome, error) {
-	b.runs++
-	start := time.Now()
-	prefix := fmt.Sprintf("many%d", b.runs)
-	if raw {
-		prefix = fmt.Sprintf("rawmany%d", b.runs)
-	}
-	sc, _ := subject.NewScheme(prefix)
-	nc, js, err := b.connect()
-	if err != nil {
-		return outcome{}, err
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	if raw {
-		if err := b.startRaw(rctx, &wg, sc, manyBatch); err != nil {
-			return outcome{}, err
-		}
-	} else {
-		cnc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
-		if err != nil {
-			return outcome{}, err
-		}
-		defer cnc.Close()
-		c, err := committer.New(cnc, committer.Config{
-			Prefix: prefix, Logger: b.log, TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond, Replicas: b.replicas,
-			BatchSize: manyBatch, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes,
-		})
-		if err != nil {
-			return outcome{}, err
-		}
-		if err := startCommitter(rctx, &wg, c); err != nil {
-			return outcome{}, err
-		}
-	}
-	tr := newTracker(datasets * (per + 1))
-	sub, err := nc.Subscribe(sc.DecAll(), tr.onDecision)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer sub.Unsubscribe()
-	_ = sub.SetPendingLimits(-1, -1)
-	b.prog.watch("create datasets", tr, datasets)
-	for d := 0; d < datasets; d++ {
-		id := newUUID()
-		if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchCreate(id), tr); err != nil {
-			return outcome{}, err
-		}
-	}
-	if err := tr.wait(ctx, datasets, 5*time.Minute); err != nil {
-		return outcome{}, err
-	}
-	setup := time.Since(start)
-	tr.reset()
-	b.prog.watch("transactions", tr, datasets*per)
-	for i := 0; i < per; i++ {
-		for d := 0; d < datasets; d++ {
-			id := newUUID()
-			if err := publishAsync(js, sc, fmt.Sprintf("ds%04d", d), id, benchAppend(id, 1+uint64(i), 0), tr); err != nil {
-				return outcome{}, err
-			}
-		}
-	}
-	if err := tr.wait(ctx, datasets*per, 5*time.Minute); err != nil {
-		return outcome{}, err
-	}
-	b.prog.watch("", nil, 0)
-	// Measured while the committer still serves every dataset.
-	mem, err := measureMemory()
-	if err != nil {
-		return outcome{}, err
-	}
-	return outcome{res: tr.result(datasets * per), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem}, nil
 }

@@ -11,9 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"cellguard/internal/subject"
 )
 
 // runBench runs `cellguard bench args... -json -plot` in this process and
@@ -57,38 +62,40 @@ func TestBenchReportAndPlot(t *testing.T) {
 	if rep.Schema != benchSchema || rep.Nodes != 1 || rep.Producers != 6 || rep.CPUs < 1 {
 		t.Errorf("report header = %+v", rep)
 	}
-	// 4 runs per batch size (raw, committer, and both at half load), 1
-	// with preconditions, 2 per dataset count.
-	if got, want := len(rep.Runs), 4*2+1+2*2; got != want {
+	// 4 runs per batch size and per dataset count (raw, committer, and
+	// both at half load), 1 with preconditions.
+	if got, want := len(rep.Runs), 4*2+1+4*2; got != want {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
 		checkBenchRecord(t, r)
 	}
 	for _, want := range []struct {
-		kind, load          string
+		kind, load, loop    string
 		batch, datasets, tx int
 	}{
-		{kindRaw, loadMax, 1, 1, 60}, {kindCommitter, loadMax, 32, 1, 60}, {kindCommitter, loadHalf, 32, 1, 60},
-		{kindCommitter, loadPreconditions, 32, 1, 60}, {kindRaw, loadDatasets, manyBatch, 6, 12}, {kindCommitter, loadDatasets, manyBatch, 3, 6},
+		{kindRaw, loadMax, loopClosed, 1, 1, 60}, {kindCommitter, loadMax, loopClosed, 32, 1, 60}, {kindCommitter, loadHalf, loopOpen, 32, 1, 60},
+		{kindCommitter, loadPreconditions, loopClosed, 32, 1, 60}, {kindRaw, loadDatasets, loopClosed, manyBatch, 6, 12},
+		{kindCommitter, loadDatasets, loopClosed, manyBatch, 3, 6}, {kindCommitter, loadDatasets, loopOpen, manyBatch, 6, 12},
 	} {
-		r := rep.find(want.kind, want.load, want.batch, want.datasets)
+		r := rep.find(want.kind, want.load, want.loop, want.batch, want.datasets)
 		if r == nil || r.Txns != want.tx {
 			t.Errorf("run %+v = %+v, want one with %d txns", want, r, want.tx)
 		}
 	}
-	if r := rep.find(kindCommitter, loadPreconditions, 32, 1); r != nil && r.Protected != 4 {
+	if r := rep.find(kindCommitter, loadPreconditions, loopClosed, 32, 1); r != nil && r.Protected != 4 {
 		t.Errorf("preconditions run protects %d fragments, want 4", r.Protected)
 	}
 
 	charts := svgCharts(t, svg)
 	lat := map[string]int{"raw JetStream p50": 2, "raw JetStream p99": 2, "committer p50": 2, "committer p99": 2}
 	want := map[string]map[string]int{
-		"throughput vs batch size (1 dataset)":             {"raw JetStream": 2, "committer": 2},
-		"latency vs batch size, full speed":                lat,
-		"throughput vs number of datasets":                 {"raw JetStream": 2, "committer": 2},
-		"latency vs number of datasets":                    lat,
-		"latency vs batch size, half the committer's rate": lat,
+		"throughput vs batch size (1 dataset)":                     {"raw JetStream": 2, "committer": 2},
+		"latency vs batch size, full speed":                        lat,
+		"throughput vs number of datasets, closed loop":            {"raw JetStream": 2, "committer": 2},
+		"latency vs number of datasets, closed loop":               lat,
+		"latency vs batch size, half the committer's rate":         lat,
+		"latency vs number of datasets, half the committer's rate": lat,
 	}
 	if fmt.Sprint(charts) != fmt.Sprint(want) {
 		t.Errorf("SVG charts and series (points) = %v, want %v", charts, want)
@@ -122,13 +129,161 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 		t.Errorf("%s: %d replicas, want 1", r.Name, r.Replicas)
 	case r.RSSBytes == 0:
 		t.Errorf("%s: no RSS", r.Name)
+	case r.Duplicates != 0 || r.OutOfOrder != 0:
+		t.Errorf("%s: %d duplicate decisions, %d out of their dataset's order", r.Name, r.Duplicates, r.OutOfOrder)
 	}
-	ratio := r.Kind == kindCommitter && (r.Load == loadMax || r.Load == loadDatasets)
+	ratio := r.Kind == kindCommitter && (r.Load == loadMax || r.Load == loadDatasets) && r.Loop != loopOpen
 	if ratio != (r.VsRaw > 0) {
-		t.Errorf("%s (%s, %s): vs_raw %v", r.Name, r.Kind, r.Load, r.VsRaw)
+		t.Errorf("%s (%s, %s, %s): vs_raw %v", r.Name, r.Kind, r.Load, r.Loop, r.VsRaw)
 	}
-	if r.Load == loadHalf && r.OfferedPerSec <= 0 {
-		t.Errorf("%s: half load offered %v/s", r.Name, r.OfferedPerSec)
+	if (r.Loop == loopOpen) != (r.OfferedPerSec > 0) {
+		t.Errorf("%s: %s loop offered %v/s", r.Name, r.Loop, r.OfferedPerSec)
+	}
+	if (r.Loop == loopClosed) != (r.Producers > 0) {
+		t.Errorf("%s: %s loop with %d producers", r.Name, r.Loop, r.Producers)
+	}
+	wantLoop := map[string][]string{
+		loadMax: {loopClosed}, loadPreconditions: {loopClosed}, loadHalf: {loopOpen},
+		loadDatasets: {loopClosed, loopOpen, loopBurst},
+	}
+	if !slices.Contains(wantLoop[r.Load], r.Loop) {
+		t.Errorf("%s: load %q with loop %q", r.Name, r.Load, r.Loop)
+	}
+}
+
+// TestBenchManyDatasetsClosedLoop checks the many-datasets runs of the
+// default mode: a closed loop of -producers (fewer than the datasets, so
+// each serves several), then an open loop at half the committer's rate,
+// every append decided once and in its dataset's order.
+func TestBenchManyDatasetsClosedLoop(t *testing.T) {
+	rep, _, _, stderr := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "5", "-datasets-txns", "3", "-producers", "2")
+	if got, want := len(rep.Runs), 4; got != want {
+		t.Fatalf("%d runs, want %d: %+v\n%s", got, want, rep.Runs, stderr)
+	}
+	for _, r := range rep.Runs {
+		checkBenchRecord(t, r)
+		if r.Load != loadDatasets || r.Datasets != 5 || r.Txns != 15 || r.Batch != manyBatch {
+			t.Errorf("%s: load %q, %d datasets, %d txns, batch %d; want datasets, 5, 15, %d", r.Name, r.Load, r.Datasets, r.Txns, r.Batch, manyBatch)
+		}
+	}
+	var loops []string
+	for _, r := range rep.Runs {
+		loops = append(loops, r.Kind+" "+r.Loop)
+	}
+	if want := []string{"raw closed", "committer closed", "raw open", "committer open"}; !slices.Equal(loops, want) {
+		t.Errorf("runs = %q, want %q", loops, want)
+	}
+	closed := rep.find(kindCommitter, loadDatasets, loopClosed, manyBatch, 5)
+	for _, r := range rep.Runs {
+		switch {
+		case r.Loop == loopClosed && r.Producers != 2:
+			t.Errorf("%s: %d producers, want 2", r.Name, r.Producers)
+		case r.Loop == loopOpen && closed != nil && r.OfferedPerSec != closed.CommitsPerSec/2:
+			t.Errorf("%s: offered %v/s, want half the committer's closed-loop %v/s", r.Name, r.OfferedPerSec, closed.CommitsPerSec)
+		}
+	}
+}
+
+// TestBenchManyDatasetsProducersPerDataset checks that a closed loop
+// never has more producers than datasets.
+func TestBenchManyDatasetsProducersPerDataset(t *testing.T) {
+	rep, _, _, _ := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "3", "-datasets-txns", "2", "-producers", "8", "-latency=false")
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2: %+v", len(rep.Runs), rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		checkBenchRecord(t, r)
+		if r.Loop != loopClosed || r.Producers != 3 {
+			t.Errorf("%s: loop %q with %d producers, want closed with 3 (one per dataset)", r.Name, r.Loop, r.Producers)
+		}
+	}
+}
+
+// TestBenchManyDatasetsBurst checks -datasets-burst: schema 1's runs,
+// every append staged at once, and no open loop after them.
+func TestBenchManyDatasetsBurst(t *testing.T) {
+	rep, _, svg, _ := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "4", "-datasets-txns", "2", "-datasets-burst")
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2 (raw, committer): %+v", len(rep.Runs), rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		checkBenchRecord(t, r)
+		if r.Loop != loopBurst || r.Producers != 0 || r.Txns != 8 || !strings.HasSuffix(r.Name, ", burst") {
+			t.Errorf("%s: loop %q, %d producers, %d txns; want a burst of 8", r.Name, r.Loop, r.Producers, r.Txns)
+		}
+	}
+	charts := svgCharts(t, svg)
+	lat := map[string]int{"raw JetStream p50": 1, "raw JetStream p99": 1, "committer p50": 1, "committer p99": 1}
+	want := map[string]map[string]int{
+		"throughput vs number of datasets, all staged at once": {"raw JetStream": 1, "committer": 1},
+		"latency vs number of datasets, all staged at once":    lat,
+	}
+	if fmt.Sprint(charts) != fmt.Sprint(want) {
+		t.Errorf("SVG charts and series (points) = %v, want %v", charts, want)
+	}
+}
+
+func TestBenchShares(t *testing.T) {
+	for _, c := range []struct{ datasets, per, producers int }{
+		{1, 1, 1}, {5, 3, 2}, {3, 2, 8}, {10, 2, 10}, {7, 4, 3}, {1000, 2, 256},
+	} {
+		sh := shares(c.datasets, c.per, c.producers)
+		if want := min(c.datasets, c.producers); len(sh) != want {
+			t.Errorf("%+v: %d producers, want %d", c, len(sh), want)
+		}
+		seen := map[manyTxn]bool{}
+		owner := map[int]int{} // dataset → producer
+		for p, share := range sh {
+			next := map[int]int{} // dataset → its next round in this share
+			for _, x := range share {
+				if seen[x] {
+					t.Errorf("%+v: %+v given twice", c, x)
+				}
+				seen[x] = true
+				if o, ok := owner[x.ds]; ok && o != p {
+					t.Errorf("%+v: dataset %d served by producers %d and %d", c, x.ds, o, p)
+				}
+				owner[x.ds] = p
+				if x.round != next[x.ds] {
+					t.Errorf("%+v: producer %d stages round %d of dataset %d before round %d", c, p, x.round, x.ds, next[x.ds])
+				}
+				next[x.ds] = x.round + 1
+			}
+		}
+		if len(seen) != c.datasets*c.per {
+			t.Errorf("%+v: %d appends given, want %d", c, len(seen), c.datasets*c.per)
+		}
+		for x := range seen {
+			if x.ds < 0 || x.ds >= c.datasets || x.round < 0 || x.round >= c.per {
+				t.Errorf("%+v: append %+v out of range", c, x)
+			}
+		}
+	}
+}
+
+// TestBenchTrackerCountsDuplicatesAndDisorder feeds a tracker decisions by
+// hand: the checks the many-datasets runs report as 0 do count.
+func TestBenchTrackerCountsDuplicatesAndDisorder(t *testing.T) {
+	tr := newTracker(4)
+	decide := func(id string) {
+		m := nats.NewMsg("cg.dec.ds.committed")
+		m.Header.Set(subject.HdrTxnID, id)
+		tr.onDecision(m)
+	}
+	for i, x := range []manyTxn{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+		id := fmt.Sprint("t", i)
+		tr.inOrder(id, x)
+		tr.sent(id)
+	}
+	decide("t0")
+	decide("t0")   // a duplicate
+	decide("t3")   // dataset 1's second append before its first
+	decide("t2")   // and its first after it
+	decide("t1")   // in order
+	decide("none") // never staged: counted as a duplicate too
+	res := tr.result(4)
+	if res.duplicates != 2 || res.outOfOrder != 2 || tr.done.Load() != 4 {
+		t.Errorf("duplicates %d, out of order %d, done %d; want 2, 2, 4", res.duplicates, res.outOfOrder, tr.done.Load())
 	}
 }
 
