@@ -106,6 +106,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets runs")
 	burst := fs.Bool("datasets-burst", false, "many-datasets runs stage every transaction at once (schema 1's mode) instead of a closed loop of -producers")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
+	partitions := fs.Int("partitions", 0, "the committer's partition count, one consumer each on the staging stream (0: its default, 64)")
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
@@ -158,7 +159,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	b := &bencher{
-		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes,
+		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
 		out: stdout, rep: newBenchReport(*nodes, *producers),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: plan.runs(*latency)},
 	}

@@ -35,6 +35,8 @@ type bencher struct {
 	log       *slog.Logger
 	// cacheBytes is the committers' Config.CacheBytes.
 	cacheBytes int
+	// partitions is the committers' Config.Partitions.
+	partitions int
 	rep        *benchReport
 	prog       *benchProgress
 }
@@ -211,7 +213,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		defer cnc.Close()
 		c, err := committer.New(cnc, committer.Config{
 			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
-			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20,
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions,
 		})
 		if err != nil {
 			return outcome{}, err
