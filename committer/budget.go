@@ -136,7 +136,7 @@ func joinBudget(b *cacheBudget, ds string) *budgetShare {
 // cacheCost is what the state's caches count against the budget: all it
 // keeps beyond the head manifest and the bookkeeping every version needs.
 func (s *state) cacheCost() int {
-	n := s.rbytes + s.tbytes + s.ix.Bytes()
+	n := s.rbytes + s.tbytes + s.cxc.bytes + s.ix.Bytes()
 	if h, ok := s.older.(*logHistory); ok {
 		n += h.cacheCost()
 	}
@@ -175,7 +175,8 @@ func (s *state) leaveBudget() {
 
 // shrinkCaches drops cached entries, oldest first, until the caches cost
 // at most target: history read from the log, then recent manifests, then
-// committed transactions, then the change index's oldest versions.
+// committed transactions, then the conflict index's and the change
+// index's oldest versions.
 func (s *state) shrinkCaches(target int) {
 	if h, ok := s.older.(*logHistory); ok && s.cacheCost() > target {
 		h.dropCache()
@@ -187,6 +188,9 @@ func (s *state) shrinkCaches(target int) {
 	for v := max(s.tevicted, s.evicted) + 1; s.cacheCost() > target && v <= s.headVersion(); v++ {
 		s.dropTxn(v)
 		s.tevicted = v
+	}
+	for s.cacheCost() > target && s.cxc.len() > 0 {
+		s.trimConflicts(s.cxc.first)
 	}
 	if over := s.cacheCost() - target; over > 0 {
 		s.ix.Shrink(max(s.ix.Bytes()-over, 0))

@@ -373,7 +373,7 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 	}
 	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
 	for u := from; u <= v; u++ {
-		txn, err := h.Committed(ctx, u)
+		txn, err := st.Committed(ctx, u) // the window's, else the log's
 		if err != nil {
 			return nil, err
 		}

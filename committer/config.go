@@ -148,7 +148,10 @@ type Config struct {
 	// log into a cache) and pins from a checkpoint at most two intervals
 	// back.
 	// Preconditions are evaluated at any lag up to MaxReadLag through the
-	// change index, whatever MaxRebaseLag is.
+	// change index, whatever MaxRebaseLag is. Each dataset's conflict
+	// index keeps what the last MaxRebaseLag versions touched (some 50
+	// bytes per append, counted against CacheBytes), so a transaction
+	// none of them conflicts with lands without reading any of them.
 	MaxRebaseLag uint64
 	// IndexBytes bounds each dataset's change index, which lets stale
 	// reads be evaluated and blamed without rebuilding old versions

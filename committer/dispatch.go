@@ -126,6 +126,10 @@ func (w *worker) enqueue(items []item) {
 	if start {
 		w.c.deciders.push(w)
 	}
+	select { // for a pipeline deciding while it appends
+	case w.arrived <- struct{}{}:
+	default:
+	}
 }
 
 // takeQueued takes up to max queued messages, sorted by stream sequence.

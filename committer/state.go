@@ -82,7 +82,8 @@ type state struct {
 	lim       limits
 	older     history              // versions before the window; nil means none
 	ix        *table.ChangeIndex   // kept in step with head
-	cx        *table.ConflictIndex // what the transactions in txns touch, kept in step with txns
+	cx        *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
+	cxc       conflictCosts        // the bytes of each version cx covers
 
 	head       *table.Manifest                         // nil until the dataset is created
 	recent     map[uint64]costed[*table.Manifest]      // with the approximate bytes each keeps alive
@@ -265,6 +266,7 @@ func (s *state) rollback(m mark) {
 		s.dropManifest(v)
 		s.dropTxn(v)
 	}
+	s.forgetConflicts(m.versions + 1)
 	if m.head != nil {
 		s.dropManifest(m.head.Version())
 	}
@@ -283,6 +285,30 @@ func (s *state) rollback(m mark) {
 // commit makes the decisions since m final: recs[i] was stored at CG_DEC
 // sequence seqs[i].
 func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
+	s.stored(recs, seqs)
+	s.journal = s.journal[:0]
+	s.evict()
+	s.evictByCost()
+	s.fitBudget()
+}
+
+// commitUnder is commit while the decisions since next, a later mark,
+// stay provisional (decided while the batch since m was appending, see
+// pipeline.go). next is updated to roll back to the state as it is now
+// committed. The window slides up to the committed head only; the budget
+// is consulted once nothing is provisional (commit).
+func (s *state) commitUnder(m mark, recs []*cellguardpb.Decision, seqs []uint64, next *mark) {
+	s.stored(recs, seqs)
+	s.journal = append(s.journal[:0], s.journal[next.journal:]...)
+	next.journal, next.lastDecSeq = 0, s.lastDecSeq
+	if next.head != nil {
+		s.evictUpTo(next.head.Version())
+		s.evictByCostUpTo(next.head.Version())
+	}
+}
+
+// stored notes where recs were stored: recs[i] at CG_DEC sequence seqs[i].
+func (s *state) stored(recs []*cellguardpb.Decision, seqs []uint64) {
 	for i, r := range recs {
 		if r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED {
 			s.versionSeq.set(r.Version, seqs[i])
@@ -291,10 +317,6 @@ func (s *state) commit(m mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	if len(seqs) > 0 {
 		s.lastDecSeq = seqs[len(seqs)-1]
 	}
-	s.journal = s.journal[:0]
-	s.evict()
-	s.evictByCost()
-	s.fitBudget()
 }
 
 // replay folds one record of the decision log into the state, as when

@@ -9,8 +9,11 @@ import (
 
 // evict drops manifests and transactions that fell out of the window.
 // The window slides forward only, so each version is dropped once.
-func (s *state) evict() {
-	h := s.headVersion()
+func (s *state) evict() { s.evictUpTo(s.headVersion()) }
+
+// evictUpTo is evict with head h: the window below h slides, nothing
+// above h is touched.
+func (s *state) evictUpTo(h uint64) {
 	if h <= uint64(s.lim.window) {
 		return
 	}
@@ -20,33 +23,39 @@ func (s *state) evict() {
 		s.dropTxn(v)
 	}
 	s.evicted = max(s.evicted, floor)
+	if span := s.conflictSpan(); h > span {
+		s.trimConflicts(h - span)
+	}
 }
 
 // evictByCost drops the oldest manifests of the window until what they
 // keep alive fits windowBytes. Their transactions stay (they are small and
 // landing reads them); a read version whose manifest is gone is pinned
 // from older history when needed.
-func (s *state) evictByCost() {
+func (s *state) evictByCost() { s.evictByCostUpTo(s.headVersion()) }
+
+// evictByCostUpTo is evictByCost with head h: only versions below h go.
+func (s *state) evictByCostUpTo(h uint64) {
 	if s.lim.windowBytes <= 0 {
 		return
 	}
-	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < h; v++ {
 		s.dropManifest(v)
 		s.mevicted = v
 	}
-	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < s.headVersion(); v++ {
+	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < h; v++ {
 		s.dropTxn(v)
 		s.tevicted = v
 	}
 }
 
 // keepTxn adds the transaction committed at v (n bytes encoded) to the
-// window and to the conflict index, which covers the window's
-// transactions: those dropped from below leave it from below, those
-// rolled back from above.
+// window and to the conflict index.
 func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.dropTxn(v)
-	c := costed[*lancepb.Transaction]{txn, txnCost(n) + s.cx.Add(v, txn)}
+	s.forgetConflicts(v)
+	s.cxc.add(v, s.cx.Add(v, txn))
+	c := costed[*lancepb.Transaction]{txn, txnCost(n)}
 	s.txns[v] = c
 	s.tbytes += c.cost
 }
@@ -57,8 +66,92 @@ func (s *state) dropTxn(v uint64) {
 		return
 	}
 	delete(s.txns, v)
-	s.cx.Forget(v)
 	s.tbytes -= c.cost
+}
+
+// The conflict index outlives the window.
+//
+// A transaction read behind head lands as it is, with no manifest pinned
+// and nothing read from the log, when the conflict index covers every
+// version since its read version and names none of them (an Append among
+// appends). Under load the read lag of every transaction is about the
+// number of writers in flight, often more than the window, whose
+// transactions windowBytes bounds further. So the index keeps what every
+// version touches (some 50 bytes for an append) for as far back as a
+// transaction may still be landed, maxRebaseLag versions, whatever the
+// window dropped: a transaction the index names is read from the log
+// when it is out of the window, one the index does not name is never
+// read. It leaves the index from below when it is older than that, or
+// when the cache budget needs the bytes (shrinkCaches), and from above
+// when a batch is rolled back.
+
+// conflictSpan is how many versions below head the conflict index keeps.
+func (s *state) conflictSpan() uint64 {
+	return max(s.lim.maxRebaseLag, uint64(s.lim.window))
+}
+
+// trimConflicts drops the conflict index's versions up to floor.
+func (s *state) trimConflicts(floor uint64) {
+	for s.cxc.len() > 0 && s.cxc.first <= floor {
+		s.cx.Forget(s.cxc.first)
+		s.cxc.dropOldest()
+	}
+}
+
+// forgetConflicts drops the conflict index's versions from v on (a
+// rolled-back batch, or a version decided again).
+func (s *state) forgetConflicts(v uint64) {
+	if s.cxc.len() == 0 || v > s.cxc.last() {
+		return
+	}
+	if v <= s.cxc.first {
+		s.cx.Reset()
+	} else {
+		s.cx.Forget(v)
+	}
+	s.cxc.dropFrom(v)
+}
+
+// conflictCosts mirrors the range of versions the conflict index covers
+// with the bytes each takes, so that the state can count them against its
+// budget and drop them from either end as the index does.
+type conflictCosts struct {
+	first uint64 // version of costs[0]
+	costs []int
+	bytes int
+}
+
+func (c *conflictCosts) len() int     { return len(c.costs) }
+func (c *conflictCosts) last() uint64 { return c.first + uint64(len(c.costs)) - 1 }
+
+// add records version v's cost; like ConflictIndex.Add, a version that
+// does not follow the newest starts the range again.
+func (c *conflictCosts) add(v uint64, cost int) {
+	if len(c.costs) == 0 || v != c.last()+1 {
+		*c = conflictCosts{first: v}
+	}
+	c.costs = append(c.costs, cost)
+	c.bytes += cost
+}
+
+func (c *conflictCosts) dropOldest() {
+	c.bytes -= c.costs[0]
+	c.costs = c.costs[1:]
+	c.first++
+	if len(c.costs) == 0 {
+		*c = conflictCosts{}
+	}
+}
+
+// dropFrom drops v and every later version.
+func (c *conflictCosts) dropFrom(v uint64) {
+	for len(c.costs) > 0 && c.last() >= v {
+		c.bytes -= c.costs[len(c.costs)-1]
+		c.costs = c.costs[:len(c.costs)-1]
+	}
+	if len(c.costs) == 0 {
+		*c = conflictCosts{}
+	}
 }
 
 // txnCost approximates a decoded transaction's memory from its encoded

@@ -52,10 +52,13 @@ type worker struct {
 	qmu    sync.Mutex
 	queue  []item
 	queued bool
+	// arrived gets a token when messages are queued, for a pipeline
+	// waiting on an append (pipeline.go).
+	arrived chan struct{}
 }
 
 func newWorker(c *Committer, ds string) *worker {
-	return &worker{c: c, ds: ds}
+	return &worker{c: c, ds: ds, arrived: make(chan struct{}, 1)}
 }
 
 // item is one staged message to decide: delivered by a partition
@@ -265,9 +268,9 @@ func (w *worker) process(runCtx context.Context, items []item) error {
 	if len(items) == 0 {
 		return nil
 	}
-	for attempt := 0; ; attempt++ {
-		err := w.decideAndAppend(ctx, items)
-		if err == nil || errors.Is(err, errCrash) || errors.Is(err, errBrokenState) || errors.Is(err, errUntrustedLog) {
+	items, err := w.pipeline(ctx, runCtx, items)
+	for attempt := 0; err != nil; attempt++ {
+		if errors.Is(err, errCrash) || errors.Is(err, errBrokenState) || errors.Is(err, errUntrustedLog) {
 			return err
 		}
 		switch {
@@ -292,87 +295,34 @@ func (w *worker) process(runCtx context.Context, items []item) error {
 		// The batch in hand is finished even when runCtx ends: pause on
 		// ctx, which does not.
 		_ = retry.Sleep(ctx, logRetry.Delay(attempt))
+		err = w.decideAndAppend(ctx, items)
 	}
+	return nil
 }
 
-// decideAndAppend is one attempt at a batch. On error the state is rolled
-// back to what it was before the attempt.
+// decideAndAppend is one attempt at a batch, on its own (pipeline.go has
+// the stages). On error the state is rolled back to what it was before
+// the attempt.
 func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
-	c, st := w.c, w.st
-	m := st.mark()
-	var recs []*cellguardpb.Decision
-	var encs []declog.Encoded // recs as encoded once by decide
-	var verdicts []verdict
-	var idx []int
-	for i, in := range items {
-		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
-			// Decided already (a redelivery): ack only, once the log
-			// agrees that this very message has a decision.
-			if err := st.checkDecided(in.staged); err != nil {
-				st.rollback(m)
-				return fmt.Errorf("%s: %w", w.ds, err)
-			}
-			continue
-		}
-		v := st.decide(ctx, in.staged)
-		if v.broken != nil {
-			st.rollback(m)
-			return fmt.Errorf("%s: staged message %d: %w", w.ds, in.seq, v.broken)
-		}
-		if v.skip {
-			continue // the uuid has a decision (a republish): ack only
-		}
-		recs, verdicts, idx = append(recs, v.rec), append(verdicts, v), append(idx, i)
-		encs = append(encs, v.encoded())
+	start := w.st.head
+	p, err := w.decideBatch(ctx, items)
+	if err == nil {
+		err = w.prepare(ctx, p)
 	}
-	if err := c.step(StepDecided, w.ds); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := w.checkRetention(m, st.headVersion()); err != nil {
-		st.rollback(m)
+	w.send(ctx, p)
+	res := <-p.done
+	if res.err != nil {
+		w.st.rollback(p.m)
+		return res.err
+	}
+	if err := w.finish(ctx, p, res.seqs); err != nil {
 		return err
 	}
-	if len(recs) > 0 {
-		if err := w.writeDeletions(ctx, verdicts); err != nil {
-			st.rollback(m)
-			return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
-		}
-		seqs, err := w.append(ctx, m.lastDecSeq, encs)
-		if err != nil {
-			st.rollback(m)
-			return err
-		}
-		st.commit(m, recs, seqs)
-		if err := c.step(StepAppended, w.ds); err != nil {
-			return err
-		}
-		now := time.Now()
-		for j, r := range recs {
-			c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
-			c.metrics.latency.Observe(now.Sub(items[idx[j]].stamp).Seconds())
-			if r.ReadVersion > 0 {
-				c.metrics.readLag.Observe(float64(verdicts[j].lag))
-			}
-		}
-		c.metrics.batch.Observe(float64(len(recs)))
-		c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
-	}
-	for i, it := range items {
-		w.c.settle(ctx, it)
-		if i == len(items)/2 && len(items) > 1 {
-			if err := c.step(StepPartialAck, w.ds); err != nil {
-				return err
-			}
-		}
-	}
-	for _, in := range items {
-		w.cursor = max(w.cursor, in.seq)
-	}
-	if err := c.step(StepAcked, w.ds); err != nil {
-		return err
-	}
-	if len(recs) > 0 {
-		w.maybeCheckpoint(m.head)
+	if len(p.recs) > 0 {
+		w.maybeCheckpoint(start)
 	}
 	return nil
 }

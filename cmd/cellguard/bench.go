@@ -106,6 +106,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	manyTxns := fs.Int("datasets-txns", 5, "transactions per dataset in the many-datasets runs")
 	burst := fs.Bool("datasets-burst", false, "many-datasets runs stage every transaction at once (schema 1's mode) instead of a closed loop of -producers")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
+	partitions := fs.Int("partitions", 0, "the committer's partition count, one consumer each on the staging stream (0: its default, 64)")
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
@@ -113,6 +114,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	jsonPath := fs.String("json", "", "write the results to `FILE` as JSON (schema above)")
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
 	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,6 +131,16 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer restoreLimit()
+	if *cpuProfile != "" {
+		if os.Getenv("CELLGUARD_BENCH_CPU_PROFILE") != "" {
+			return usageError{"bench: -cpuprofile and CELLGUARD_BENCH_CPU_PROFILE both profile the CPU: set one"}
+		}
+		stopProfile, err := profileCPU(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "cellguard-bench-")
 		if err != nil {
@@ -147,7 +159,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	b := &bencher{
-		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes,
+		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
 		out: stdout, rep: newBenchReport(*nodes, *producers),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: plan.runs(*latency)},
 	}
@@ -323,6 +335,20 @@ func (b *bencher) runDatasets(ctx context.Context, d int, burst, latency bool) e
 		}
 	}
 	return nil
+}
+
+// profileCPU profiles the CPU into path until the function it returns is
+// called.
+func profileCPU(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // writeHeapProfile writes the live heap to path and the goroutines (whose

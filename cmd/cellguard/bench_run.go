@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type bencher struct {
 	log       *slog.Logger
 	// cacheBytes is the committers' Config.CacheBytes.
 	cacheBytes int
+	// partitions is the committers' Config.Partitions.
+	partitions int
 	rep        *benchReport
 	prog       *benchProgress
 }
@@ -80,14 +83,20 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	if rec.Loop == loopClosed {
 		rec.Producers = b.producers
 	}
-	if rec.Load == loadDatasets {
-		if rec.Loop == loopClosed {
-			rec.Producers = len(shares(rec.Datasets, b.manyTxns, b.producers))
+	// The goroutines of the run (producers, committer or raw loop, their
+	// connections) carry its name in a -cpuprofile: go tool pprof
+	// -tagfocus run=... shows one run (the servers' own goroutines are
+	// not labelled).
+	pprof.Do(ctx, pprof.Labels("run", rec.Name), func(ctx context.Context) {
+		if rec.Load == loadDatasets {
+			if rec.Loop == loopClosed {
+				rec.Producers = len(shares(rec.Datasets, b.manyTxns, b.producers))
+			}
+			out, err = b.runMany(ctx, manySpec{raw: rec.Kind == kindRaw, datasets: rec.Datasets, per: b.manyTxns, loop: rec.Loop, rate: rec.OfferedPerSec})
+		} else {
+			out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
 		}
-		out, err = b.runMany(ctx, manySpec{raw: rec.Kind == kindRaw, datasets: rec.Datasets, per: b.manyTxns, loop: rec.Loop, rate: rec.OfferedPerSec})
-	} else {
-		out, err = b.run(ctx, runSpec{raw: rec.Kind == kindRaw, batch: rec.Batch, pre: rec.Protected, rate: rec.OfferedPerSec})
-	}
+	})
 	if err != nil {
 		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
 	}
@@ -204,7 +213,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		defer cnc.Close()
 		c, err := committer.New(cnc, committer.Config{
 			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
-			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20,
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions,
 		})
 		if err != nil {
 			return outcome{}, err
