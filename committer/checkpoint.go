@@ -449,6 +449,8 @@ type checkpointWriter struct {
 	order   []string         // datasets with a waiting request, oldest first
 	wake    chan struct{}    // a request arrived
 	quit    chan struct{}    // closed by close
+	ctx     context.Context  // the writes' context, cancelled by close
+	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
@@ -465,6 +467,7 @@ const checkpointWorkers = 2
 func newCheckpointWriter(c *Committer) *checkpointWriter {
 	cw := &checkpointWriter{c: c, waiting: map[string]cpReq{}, busy: map[string]bool{},
 		wake: make(chan struct{}, checkpointWorkers), quit: make(chan struct{})}
+	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	for range checkpointWorkers {
 		cw.wg.Add(1)
 		go cw.loop()
@@ -475,6 +478,11 @@ func newCheckpointWriter(c *Committer) *checkpointWriter {
 func (cw *checkpointWriter) loop() {
 	defer cw.wg.Done()
 	for {
+		select {
+		case <-cw.quit:
+			return
+		default:
+		}
 		r, ok := cw.take()
 		if !ok {
 			select {
@@ -517,7 +525,7 @@ func (cw *checkpointWriter) write(r cpReq) {
 	if err := c.step(StepCheckpoint, r.ds); err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(cw.ctx, 30*time.Second)
 	err := c.writeCheckpoint(ctx, r.ds, r.m, r.decSeq, r.txnSeq, r.log)
 	cancel()
 	result := "ok"
@@ -547,10 +555,14 @@ func (cw *checkpointWriter) offer(r cpReq) {
 	cw.signal()
 }
 
-// close stops the writers after the writes in progress; requests still
-// waiting are dropped (the next start writes them again when due).
+// close stops the writers. A checkpoint being written is abandoned and
+// those waiting are dropped: a stop must not wait on a store that lost
+// its leader (each write would wait out its timeout). A checkpoint cut
+// short is never seen — its metadata, written last, is what lists it —
+// and the next start writes checkpoints again when due.
 func (cw *checkpointWriter) close() {
 	close(cw.quit)
+	cw.cancel()
 	cw.wg.Wait()
 }
 

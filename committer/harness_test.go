@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,7 +103,9 @@ func (r *running) stop(t testing.TB) error {
 	select {
 	case err = <-r.done:
 	case <-time.After(15 * time.Second):
-		t.Error("committer did not stop")
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Errorf("committer did not stop; goroutines:\n%s", b.String())
 	}
 	r.nc.Close()
 	return err

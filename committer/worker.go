@@ -283,17 +283,26 @@ func (w *worker) process(runCtx context.Context, items []item) error {
 			c.metrics.appendErr.WithLabelValues(c.dsLabel(w.ds)).Inc()
 			c.log.Warn("append failed; reloading and retrying", "dataset", w.ds, "attempt", attempt, "err", err)
 		}
+		if runCtx.Err() != nil {
+			// Stopping: whether the append landed is for the next load
+			// to read from the log. Catching up here could wait out the
+			// retries of a log that lost its leader, and hold the stop
+			// for that long. The state is dropped; the messages stay
+			// unacked, redelivered to whoever serves the dataset next.
+			w.dropState()
+			w.needGap = true
+			return nil
+		}
 		if err := w.catchUp(ctx); err != nil {
 			return err
 		}
-		if errors.Is(err, ErrFenced) || attempt >= 20 || runCtx.Err() != nil {
+		if errors.Is(err, ErrFenced) || attempt >= 20 {
 			// Someone else is deciding: hand back what is still undecided.
 			w.ackDecided(items)
 			w.needGap = true
 			return nil
 		}
-		// The batch in hand is finished even when runCtx ends: pause on
-		// ctx, which does not.
+		// Pause on ctx: a stop is seen above, at the next attempt.
 		_ = retry.Sleep(ctx, logRetry.Delay(attempt))
 		err = w.decideAndAppend(ctx, items)
 	}

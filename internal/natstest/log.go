@@ -9,17 +9,22 @@ import (
 // serverLog passes a server's warnings and errors to its test's log, so a
 // failing test shows why the server refused (a store it could not create,
 // say) instead of only the terse API error a client gets. Notices, debug
-// and trace lines are dropped. Once the test's servers are stopped it
-// drops everything: a server goroutine that logs late must not touch a
-// finished test.
+// and trace lines are dropped, and so is a line after its format has
+// been logged maxRepeats times (a killed node's peers retry their routes
+// every second). Once the test's servers are stopped it drops everything:
+// a server goroutine that logs late must not touch a finished test.
 type serverLog struct {
 	t      testing.TB
 	mu     sync.Mutex
 	closed bool
+	seen   map[string]int // lines logged per format
 }
 
+// maxRepeats is how many lines of one format a test's log gets.
+const maxRepeats = 3
+
 func newServerLog(t testing.TB) *serverLog {
-	l := &serverLog{t: t}
+	l := &serverLog{t: t, seen: map[string]int{}}
 	// Registered before the servers' Stop, so it runs after them.
 	t.Cleanup(l.close)
 	return l
@@ -34,8 +39,15 @@ func (l *serverLog) close() {
 func (l *serverLog) printf(level, format string, v ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.closed {
+	if l.closed {
+		return
+	}
+	l.seen[format]++
+	switch n := l.seen[format]; {
+	case n <= maxRepeats:
 		l.t.Logf("nats-server %s: %s", level, fmt.Sprintf(format, v...))
+	case n == maxRepeats+1:
+		l.t.Logf("nats-server %s: %s (further lines like it not shown)", level, fmt.Sprintf(format, v...))
 	}
 }
 
