@@ -118,7 +118,10 @@ type state struct {
 // is taken between batches, never with provisional decisions.
 func (s *state) logState() *declog.LogState {
 	ls := &declog.LogState{IndexFirst: s.versionSeq.first, IndexSeqs: slices.Clone(s.versionSeq.seqs)}
-	ls.UUIDs = s.decided.u.appendTo(make([][16]byte, 0, s.decided.u.len()))
+	ls.UUIDs = make([][16]byte, 0, len(s.decided.u))
+	for u := range s.decided.u {
+		ls.UUIDs = append(ls.UUIDs, u)
+	}
 	ls.IDs = make([]string, 0, len(s.decided.s))
 	for id := range s.decided.s {
 		ls.IDs = append(ls.IDs, id)
@@ -131,7 +134,7 @@ func (s *state) logState() *declog.LogState {
 func (s *state) setLogState(cp declog.Checkpoint) {
 	ls := cp.Log
 	for _, u := range ls.UUIDs {
-		s.decided.u.add(u)
+		s.decided.u[u] = struct{}{}
 	}
 	for _, id := range ls.IDs {
 		s.decided.s[id] = struct{}{}
@@ -400,3 +403,72 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 	s.evictByCost()
 	return nil
 }
+
+// idSet holds decided transaction ids; uuids are stored as 16 bytes.
+type idSet struct {
+	u map[[16]byte]struct{}
+	s map[string]struct{}
+}
+
+func newIDSet() idSet { return idSet{u: map[[16]byte]struct{}{}, s: map[string]struct{}{}} }
+
+func uuidKey(id string) ([16]byte, bool) {
+	var k [16]byte
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+		return k, false
+	}
+	for i, at := range uuidBytes {
+		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
+		if (hi|lo)&0xf0 != 0 {
+			return [16]byte{}, false // not hex, or upper case: keep case-distinct ids distinct
+		}
+		k[i] = hi<<4 | lo
+	}
+	return k, true
+}
+
+// uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in
+// its text form.
+var uuidBytes = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex maps a lower-case hex digit to its value, anything else to 0xff.
+var lowerHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
+	}
+	return t
+}()
+
+func (d idSet) has(id string) bool {
+	if k, ok := uuidKey(id); ok {
+		_, found := d.u[k]
+		return found
+	}
+	_, found := d.s[id]
+	return found
+}
+
+func (d idSet) add(id string) {
+	if k, ok := uuidKey(id); ok {
+		d.u[k] = struct{}{}
+		return
+	}
+	d.s[id] = struct{}{}
+}
+
+func (d idSet) remove(id string) {
+	if k, ok := uuidKey(id); ok {
+		delete(d.u, k)
+		return
+	}
+	delete(d.s, id)
+}
+
+func (d idSet) len() int { return len(d.u) + len(d.s) }
