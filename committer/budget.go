@@ -26,7 +26,8 @@ type cacheBudget struct {
 
 	mu     sync.Mutex
 	total  int                     // sum of the shares' costs
-	lru    *list.List              // shares with a cost, most recently reported first
+	asked  int                     // sum of the costs of the shares asked to drop theirs
+	lru    *list.List              // shares with a cost not asked, most recently reported first
 	shares map[string]*budgetShare // by dataset
 }
 
@@ -35,8 +36,8 @@ type cacheBudget struct {
 type budgetShare struct {
 	b       *cacheBudget
 	cost    int
-	elem    *list.Element // in b.lru; nil while cost is 0
-	pending bool          // asked to drop its caches, not done yet
+	elem    *list.Element // in b.lru; nil while cost is 0 or pending
+	pending bool          // asked to drop its caches, not done yet (out of b.lru, its cost in b.asked)
 	// trim receives a request to drop the caches; buffered, never closed.
 	trim chan struct{}
 }
@@ -78,42 +79,59 @@ func (s *budgetShare) requests() <-chan struct{} { return s.trim }
 // recently used. If the budget is exceeded, it asks the least recently
 // used datasets to drop their caches and returns how many bytes the
 // caller must drop itself (0 when the others' caches cover the excess).
+//
+// The costs of shares already asked count as freed, and those shares
+// leave the list until they report again, so a report walks only the
+// shares it asks: O(1) amortized, however many datasets are waiting to
+// drop their caches.
 func (s *budgetShare) report(cost int) (excess int) {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.pending = false
 	s.setLocked(cost)
 	if s.elem != nil {
 		b.lru.MoveToFront(s.elem)
 	}
-	excess = b.total - b.limit
-	for e := b.lru.Back(); e != nil && excess > 0; e = e.Prev() {
+	excess = b.total - b.asked - b.limit
+	for excess > 0 {
+		e := b.lru.Back()
+		if e == nil || e.Value.(*budgetShare) == s {
+			break // every other share is more recent or asked: drop our own
+		}
 		o := e.Value.(*budgetShare)
-		if o == s {
-			break // every other share is more recent: drop our own
-		}
 		excess -= o.cost
-		if !o.pending {
-			o.pending = true
-			select {
-			case o.trim <- struct{}{}:
-			default: // a request is already waiting
-			}
-		}
+		o.askLocked()
 	}
 	return max(excess, 0)
 }
 
-// setLocked changes the share's cost, keeping total and lru in step.
+// askLocked asks the share to drop its caches.
+func (s *budgetShare) askLocked() {
+	b := s.b
+	s.pending = true
+	b.asked += s.cost
+	b.lru.Remove(s.elem)
+	s.elem = nil
+	select {
+	case s.trim <- struct{}{}:
+	default: // a request is already waiting
+	}
+}
+
+// setLocked changes the share's cost, keeping total, asked and lru in
+// step. A share that sets its cost has answered any request.
 func (s *budgetShare) setLocked(cost int) {
 	b := s.b
+	if s.pending {
+		b.asked -= s.cost
+		s.pending = false
+	}
 	b.total += cost - s.cost
 	s.cost = cost
 	switch {
 	case cost == 0 && s.elem != nil:
 		b.lru.Remove(s.elem)
-		s.elem, s.pending = nil, false
+		s.elem = nil
 	case cost > 0 && s.elem == nil:
 		s.elem = b.lru.PushFront(s)
 	}

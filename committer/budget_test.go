@@ -53,6 +53,29 @@ func TestCacheBudgetAsksLeastRecentlyUsedFirst(t *testing.T) {
 	}
 }
 
+// TestCacheBudgetCountsAskedAsFreed: a share asked to drop its caches
+// is not asked again, and what it will free covers later excesses until
+// it reports; then it counts, and is asked, like any other.
+func TestCacheBudgetCountsAskedAsFreed(t *testing.T) {
+	b := newCacheBudget(100)
+	a, c, d := b.join("a"), b.join("c"), b.join("d")
+	a.report(60)
+	c.report(30)
+	if got := d.report(30); got != 0 || !requested(a) {
+		t.Fatalf("d: excess %d, a asked %v; want 0, a asked", got, requested(a))
+	}
+	// 120 used, a's 60 on the way out: c growing by 20 needs nobody.
+	if got := c.report(50); got != 0 || requested(a) || requested(d) {
+		t.Fatalf("c: excess %d, a asked again %v, d asked %v; want 0, neither", got, requested(a), requested(d))
+	}
+	// a reports instead of dropping: it counts again and, least recently
+	// used but for d, d is asked next when c grows again.
+	a.report(40)
+	if got := c.report(60); got != 0 || !requested(d) || requested(a) {
+		t.Fatalf("c: excess %d, d asked %v, a asked %v; want 0, d asked, a not", got, requested(d), requested(a))
+	}
+}
+
 func requested(s *budgetShare) bool {
 	select {
 	case <-s.requests():

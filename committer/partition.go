@@ -168,12 +168,30 @@ func partitionConsumerConfig(cfg Config, sc subject.Scheme, n, k int) jetstream.
 
 // takeover moves the pin to this committer and redelivers what a dead
 // predecessor held.
+//
+// Only what is needed is asked of the server, going by the consumer's
+// state as ensureConsumer read it: an unpin when a client is pinned, a
+// reset when messages are delivered and unacked. A committer starting
+// takes all of its partitions over at once, and on a busy server those
+// requests queue behind each other; the ones a partition does not need
+// would only delay the others' first deliveries.
 func (p *partition) takeover(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_ = p.c.txn.UnpinConsumer(ctx, p.name, subject.PriorityGroup) // not pinned is fine
-	if _, err := p.c.txn.ResetConsumer(ctx, p.name); err != nil {
-		p.c.log.Warn("takeover: reset consumer", "partition", p.name, "err", err)
+	pinned, unacked := true, true // without the state, do both
+	if ci := p.cons.CachedInfo(); ci != nil {
+		pinned, unacked = false, ci.NumAckPending > 0
+		for _, g := range ci.PriorityGroups {
+			pinned = pinned || g.PinnedClientID != ""
+		}
+	}
+	if pinned {
+		_ = p.c.txn.UnpinConsumer(ctx, p.name, subject.PriorityGroup) // unpinned meanwhile is fine
+	}
+	if unacked {
+		if _, err := p.c.txn.ResetConsumer(ctx, p.name); err != nil {
+			p.c.log.Warn("takeover: reset consumer", "partition", p.name, "err", err)
+		}
 	}
 }
 
