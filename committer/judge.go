@@ -131,8 +131,9 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	local := pinner{s: s, rv: rv}
 	p := &local
 	var pin func() (*table.Manifest, error)
-	if len(pre) > 0 {
-		// The evaluator keeps pin: only then does the pinner live on the heap.
+	if _, indexed := s.ix.At(rv); len(pre) > 0 && !indexed {
+		// The evaluator pins only what the change index does not cover,
+		// and keeps pin: only then does the pinner live on the heap.
 		shared := &pinner{s: s, rv: rv}
 		p, pin = shared, func() (*table.Manifest, error) { return shared.pin(ctx) }
 	}

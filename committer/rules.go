@@ -77,9 +77,8 @@ func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, p
 		Pin:     pin,
 	}
 	v, err := evaluator.EvaluateIndexed(ctx, ix, rv, pre, io)
-	var inv *evaluator.InvalidError
-	switch {
-	case errors.As(err, &inv):
+	switch _, invalid := errors.AsType[*evaluator.InvalidError](err); {
+	case invalid:
 		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
 	case errors.Is(err, evaluator.ErrMalformedManifest):
 		// The committed manifests themselves do not read: the state is

@@ -44,7 +44,7 @@ func Blame(ctx context.Context, pinned *table.Manifest, history []Step, pre []Pr
 		}
 		for k := range out.Violations {
 			x := &out.Violations[k]
-			if named[k] || !differs(ctx, pinned, st.Manifest, pre, x, opts) {
+			if named[k] || !differs(ctx, ofManifest(pinned), ofManifest(st.Manifest), pre, x, opts) {
 				continue
 			}
 			x.Version, x.TxnUUID = st.Version, st.TxnUUID

@@ -56,22 +56,48 @@ func Evaluate(ctx context.Context, pinned, head *table.Manifest, pre []Precondit
 	if pinned == nil || head == nil {
 		return Verdict{}, errors.New("evaluator: Evaluate needs the pinned and the head manifest")
 	}
-	return evaluate(ctx, pinned, head, pre, opts)
+	return evaluate(ctx, ofManifest(pinned), ofManifest(head), pre, opts)
 }
 
 // snapshot is what evaluation reads of a table version: a *table.Manifest,
-// or a table.View of an older version through a change index.
-type snapshot interface {
-	Version() uint64
-	Schema() *table.Schema
-	Fragment(id uint64) (*table.Fragment, bool)
-	BasePaths() []*lancepb.BasePath
+// or a table.View of an older version through a change index. It is a
+// struct rather than an interface: a View held in an interface is an
+// allocation, and evaluating through the index makes one per decision.
+type snapshot struct {
+	m *table.Manifest // nil for a view
+	w table.View
 }
 
-var (
-	_ snapshot = (*table.Manifest)(nil)
-	_ snapshot = table.View{}
-)
+func ofManifest(m *table.Manifest) snapshot { return snapshot{m: m} }
+func ofView(w table.View) snapshot          { return snapshot{w: w} }
+
+func (s snapshot) Version() uint64 {
+	if s.m != nil {
+		return s.m.Version()
+	}
+	return s.w.Version()
+}
+
+func (s snapshot) Schema() *table.Schema {
+	if s.m != nil {
+		return s.m.Schema()
+	}
+	return s.w.Schema()
+}
+
+func (s snapshot) Fragment(id uint64) (*table.Fragment, bool) {
+	if s.m != nil {
+		return s.m.Fragment(id)
+	}
+	return s.w.Fragment(id)
+}
+
+func (s snapshot) BasePaths() []*lancepb.BasePath {
+	if s.m != nil {
+		return s.m.BasePaths()
+	}
+	return s.w.BasePaths()
+}
 
 // evaluate is Evaluate over snapshots.
 func evaluate(ctx context.Context, pinned, head snapshot, pre []Precondition, opts Options) (Verdict, error) {

@@ -68,7 +68,7 @@ func EvaluateIndexed(ctx context.Context, ix *table.ChangeIndex, readVersion uin
 	if err != nil {
 		return Verdict{}, err
 	}
-	v, err := evaluate(ctx, pinned, ix.Head(), pre, opts.Options)
+	v, err := evaluate(ctx, pinned, ofManifest(ix.Head()), pre, opts.Options)
 	if err != nil || v.Accepted() {
 		return v, err
 	}
@@ -79,22 +79,22 @@ func EvaluateIndexed(ctx context.Context, ix *table.ChangeIndex, readVersion uin
 // view, else what pin loads.
 func pinAt(ix *table.ChangeIndex, rv uint64, pinned *table.Manifest, pin func() (*table.Manifest, error)) (snapshot, error) {
 	if pinned != nil {
-		return pinned, nil
+		return ofManifest(pinned), nil
 	}
 	if w, ok := ix.At(rv); ok {
-		return w, nil
+		return ofView(w), nil
 	}
 	if pin == nil {
-		return nil, fmt.Errorf("%w: version %d, horizon %d, head %d", ErrNotIndexed, rv, ix.Horizon(), ix.Head().Version())
+		return snapshot{}, fmt.Errorf("%w: version %d, horizon %d, head %d", ErrNotIndexed, rv, ix.Horizon(), ix.Head().Version())
 	}
 	m, err := pin()
 	if err != nil {
-		return nil, fmt.Errorf("evaluator: pin read version %d: %w", rv, err)
+		return snapshot{}, fmt.Errorf("evaluator: pin read version %d: %w", rv, err)
 	}
 	if m == nil || m.Version() != rv {
-		return nil, fmt.Errorf("evaluator: Pin returned a manifest that is not version %d", rv)
+		return snapshot{}, fmt.Errorf("evaluator: Pin returned a manifest that is not version %d", rv)
 	}
-	return m, nil
+	return ofManifest(m), nil
 }
 
 // BlameIndexed names the culprit of each violation of v, a verdict on
@@ -165,7 +165,7 @@ func (b *blameSearch) name(ctx context.Context, x *Violation) {
 			return
 		}
 		b.budget--
-		if w, _ := b.ix.At(h); differs(ctx, b.pinned, w, b.pre, x, b.opts) {
+		if w, _ := b.ix.At(h); differs(ctx, b.pinned, ofView(w), b.pre, x, b.opts) {
 			x.Detail = appendNote(x.Detail, fmt.Sprintf("culprit not identified: changed at or before version %d, older than the change index", h))
 			return
 		}
@@ -178,7 +178,7 @@ func (b *blameSearch) name(ctx context.Context, x *Violation) {
 		}
 		for _, c := range cands {
 			b.budget--
-			if w, _ := b.ix.At(c); differs(ctx, b.pinned, w, b.pre, x, b.opts) {
+			if w, _ := b.ix.At(c); differs(ctx, b.pinned, ofView(w), b.pre, x, b.opts) {
 				x.Version = c
 				x.TxnUUID, _ = b.ix.Txn(c)
 				if note != "" {

@@ -183,10 +183,10 @@ func Decode(pbs []*lancepb.Precondition, lim Limits) ([]Precondition, error) {
 	if len(pbs) > lim.MaxPreconditions {
 		return nil, invalidf(-1, InvalidLimit, "%d preconditions, limit %d", len(pbs), lim.MaxPreconditions)
 	}
-	out := make([]Precondition, 0, len(pbs))
+	out, buf := decodeBuffers(pbs)
 	groups := 0
 	for i, pb := range pbs {
-		p, err := decodeOne(pb, lim)
+		p, err := decodeOne(pb, lim, buf)
 		if err != nil {
 			return nil, err.at(i)
 		}
@@ -199,7 +199,25 @@ func Decode(pbs []*lancepb.Precondition, lim Limits) ([]Precondition, error) {
 	return out, nil
 }
 
-func decodeOne(pb *lancepb.Precondition, lim Limits) (Precondition, *InvalidError) {
+// single is one precondition and the one fragment it selects: the usual
+// precondition, decoded in one allocation instead of two.
+type single struct {
+	p     [1]Precondition
+	frags [1]fragRows
+}
+
+// decodeBuffers returns the room Decode fills: the preconditions, and
+// for the usual single precondition on one fragment, its selection too.
+func decodeBuffers(pbs []*lancepb.Precondition) ([]Precondition, []fragRows) {
+	if len(pbs) == 1 && len(pbs[0].GetCellsUnchanged().GetRows()) == 1 {
+		x := &single{}
+		return x.p[:0:1], x.frags[:0:1]
+	}
+	return make([]Precondition, 0, len(pbs)), nil
+}
+
+// decodeOne decodes pb; a selection of rows fits in buf if it has room.
+func decodeOne(pb *lancepb.Precondition, lim Limits, buf []fragRows) (Precondition, *InvalidError) {
 	if pb == nil {
 		return Precondition{}, invalidf(0, InvalidKind, "nil precondition")
 	}
@@ -224,7 +242,7 @@ func decodeOne(pb *lancepb.Precondition, lim Limits) (Precondition, *InvalidErro
 	case len(tree) > 0:
 		rows, err = selectionFromTreeMap(tree, lim)
 	default:
-		rows, err = selectionFromProto(cu.GetRows(), lim)
+		rows, err = selectionFromProto(cu.GetRows(), lim, buf)
 	}
 	if err != nil {
 		return Precondition{}, err
@@ -300,7 +318,7 @@ func Validate(pinned *table.Manifest, txn *lancepb.Transaction, pre []Preconditi
 		if groups > lim.MaxCellGroups {
 			return invalidf(i, InvalidLimit, "fields × fragments reach %d, limit %d", groups, lim.MaxCellGroups)
 		}
-		if err := checkPinned(pinned, p); err != nil {
+		if err := checkPinned(ofManifest(pinned), p); err != nil {
 			return err.at(i)
 		}
 	}

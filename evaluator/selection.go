@@ -394,7 +394,7 @@ func FromRowSet(rs table.RowSet) RowSelection {
 // well-formed bitmap; anything else is an *InvalidError (its Precondition
 // index is -1).
 func SelectionFromProto(rows []*lancepb.FragmentRows) (RowSelection, error) {
-	s, err := selectionFromProto(rows, defaultLimits)
+	s, err := selectionFromProto(rows, defaultLimits, nil)
 	if err != nil {
 		return RowSelection{}, err.at(-1)
 	}
@@ -411,14 +411,18 @@ func SelectionFromRowAddrTreeMap(b []byte) (RowSelection, error) {
 	return s, nil
 }
 
-func selectionFromProto(rows []*lancepb.FragmentRows, lim Limits) (RowSelection, *InvalidError) {
+// selectionFromProto decodes rows, into buf if it has room for them.
+func selectionFromProto(rows []*lancepb.FragmentRows, lim Limits, buf []fragRows) (RowSelection, *InvalidError) {
 	if len(rows) == 0 {
 		return RowSelection{}, invalidf(0, InvalidEmptySelection, "no rows selected")
 	}
 	if len(rows) > lim.MaxFragments {
 		return RowSelection{}, invalidf(0, InvalidLimit, "%d fragments selected, limit %d", len(rows), lim.MaxFragments)
 	}
-	frags := make([]fragRows, 0, len(rows))
+	frags := buf[:0]
+	if cap(buf) < len(rows) {
+		frags = make([]fragRows, 0, len(rows))
+	}
 	total := 0
 	for _, fr := range rows {
 		if fr == nil {

@@ -178,8 +178,21 @@ func scanTop(b []byte) (isAppend, hasPre bool) {
 
 // small returns a transaction in a one-fragment block, with d's slices
 // at the block's capacity.
-func (d *appendDecoder) small() *lancepb.Transaction {
-	x := &appendBlock{}
+func (d *appendDecoder) small() *lancepb.Transaction { return d.into(&appendBlock{}) }
+
+// guardedBlock is an appendBlock with room for one precondition selecting
+// one fragment: such an Append, the usual guarded one, is one allocation.
+type guardedBlock struct {
+	appendBlock
+	prePtrs [1]*lancepb.Precondition
+	pres    [1]precondBlock
+	rowPtrs [1]*lancepb.FragmentRows
+	rows    [1]rowsBlock
+}
+
+// into returns the transaction of block x, with d's slices at the block's
+// capacity.
+func (d *appendDecoder) into(x *appendBlock) *lancepb.Transaction {
 	x.op.Append = &x.app
 	x.txn.Operation = &x.op
 	d.frags, d.fragPtrs = x.frags[:], x.fragPtrs[:]
@@ -200,13 +213,21 @@ func (d *appendDecoder) room(n, have int) bool {
 
 // allocate sizes the messages the counting pass found.
 func (d *appendDecoder) allocate() *lancepb.Transaction {
+	small := d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
+	if small && d.nPre == 1 && d.nRows == 1 {
+		x := &guardedBlock{}
+		d.pres, d.prePtrs, d.rows, d.rowPtrs = x.pres[:], x.prePtrs[:], x.rows[:], x.rowPtrs[:]
+		txn := d.into(&x.appendBlock)
+		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
+		return txn
+	}
 	if d.nPre > 0 {
 		d.pres, d.prePtrs = make([]precondBlock, d.nPre), make([]*lancepb.Precondition, d.nPre)
 	}
 	if d.nRows > 0 {
 		d.rows, d.rowPtrs = make([]rowsBlock, d.nRows), make([]*lancepb.FragmentRows, d.nRows)
 	}
-	if d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints) {
+	if small {
 		txn := d.small()
 		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
 		return txn

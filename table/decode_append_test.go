@@ -37,6 +37,15 @@ func checkDecodeAppend(t *testing.T, b []byte) bool {
 	if err1 != nil || err2 != nil || !slices.Equal(gb, wb) {
 		t.Fatalf("re-encodings differ (%v, %v)", err1, err2)
 	}
+	if pre := got.GetPreconditions(); cap(pre) != len(pre) {
+		t.Fatalf("preconditions: len %d cap %d", len(pre), cap(pre))
+	}
+	for _, p := range got.GetPreconditions() {
+		c := p.GetCellsUnchanged()
+		if cap(c.GetRows()) != len(c.GetRows()) || cap(c.GetFieldIds()) != len(c.GetFieldIds()) {
+			t.Fatalf("precondition rows or field ids with spare capacity")
+		}
+	}
 	frags := got.GetAppend().GetFragments()
 	if cap(frags) != len(frags) {
 		t.Fatalf("fragments: len %d cap %d", len(frags), cap(frags))
@@ -228,4 +237,30 @@ func FuzzDecodeAppend(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkDecodeAppend(t, b)
 	})
+}
+
+// TestDecodeGuardedAppendInOneBlock decodes the usual guarded Append (one
+// fragment, one data file, one precondition on one fragment) and checks it
+// against the general decoder, and that it takes two allocations: the
+// body's string copy and one block for every message.
+func TestDecodeGuardedAppendInOneBlock(t *testing.T) {
+	txn := &lancepb.Transaction{ReadVersion: 7, Uuid: "0a0b0c0d-0000-4000-8000-000000000001",
+		Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{{
+			Id: 3, PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: "data/a.lance", Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}}},
+		}}}},
+		Preconditions: []*lancepb.Precondition{{Kind: &lancepb.Precondition_CellsUnchanged{CellsUnchanged: &lancepb.CellsUnchanged{
+			FieldIds: []int32{1},
+			Rows:     []*lancepb.FragmentRows{{FragmentId: 0, Selection: &lancepb.FragmentRows_WholeFragment{WholeFragment: true}}},
+		}}}},
+	}
+	b, err := proto.Marshal(txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checkDecodeAppend(t, b) {
+		t.Fatal("fast path declined a guarded append")
+	}
+	if n := testing.AllocsPerRun(100, func() { decodeAppend(b) }); n != 2 {
+		t.Errorf("decoding a guarded append takes %v allocations, want 2", n)
+	}
 }
