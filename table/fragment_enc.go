@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"cellguard/internal/pbwire"
 	"cellguard/proto/lancepb"
 )
 
@@ -32,32 +33,32 @@ func plainFragment(f *lancepb.DataFragment) bool {
 // encodePlainFragment returns the deterministic encoding of plain
 // fragment f with its id set to id, in one allocation.
 func encodePlainFragment(f *lancepb.DataFragment, id uint64) []byte {
-	n := sizeUint(fragID, id) + sizeUint(fragPhysicalRows, f.PhysicalRows)
+	n := pbwire.SizeUint(fragID, id) + pbwire.SizeUint(fragPhysicalRows, f.PhysicalRows)
 	for _, df := range f.Files {
-		n += sizeLen(fragFiles, sizeFile(df))
+		n += pbwire.SizeLen(fragFiles, sizeFile(df))
 	}
 	b := make([]byte, 0, n)
-	b = appendUintField(b, fragID, id)
+	b = pbwire.AppendUint(b, fragID, id)
 	for _, df := range f.Files {
 		b = protowire.AppendVarint(protowire.AppendTag(b, fragFiles, protowire.BytesType), uint64(sizeFile(df)))
 		b = appendFile(b, df)
 	}
-	return appendUintField(b, fragPhysicalRows, f.PhysicalRows)
+	return pbwire.AppendUint(b, fragPhysicalRows, f.PhysicalRows)
 }
 
 func sizeFile(df *lancepb.DataFile) int {
 	n := 0
 	if df.Path != "" {
-		n += sizeLen(filePath, len(df.Path))
+		n += pbwire.SizeLen(filePath, len(df.Path))
 	}
 	if len(df.Fields) > 0 {
-		n += sizeLen(fileFields, sizeInts(df.Fields))
+		n += pbwire.SizeLen(fileFields, sizeInts(df.Fields))
 	}
 	if len(df.ColumnIndices) > 0 {
-		n += sizeLen(fileColumns, sizeInts(df.ColumnIndices))
+		n += pbwire.SizeLen(fileColumns, sizeInts(df.ColumnIndices))
 	}
-	return n + sizeUint(fileMajor, uint64(df.FileMajorVersion)) + sizeUint(fileMinor, uint64(df.FileMinorVersion)) +
-		sizeUint(fileSizeBytes, df.FileSizeBytes)
+	return n + pbwire.SizeUint(fileMajor, uint64(df.FileMajorVersion)) + pbwire.SizeUint(fileMinor, uint64(df.FileMinorVersion)) +
+		pbwire.SizeUint(fileSizeBytes, df.FileSizeBytes)
 }
 
 func appendFile(b []byte, df *lancepb.DataFile) []byte {
@@ -66,9 +67,9 @@ func appendFile(b []byte, df *lancepb.DataFile) []byte {
 	}
 	b = appendInts(b, fileFields, df.Fields)
 	b = appendInts(b, fileColumns, df.ColumnIndices)
-	b = appendUintField(b, fileMajor, uint64(df.FileMajorVersion))
-	b = appendUintField(b, fileMinor, uint64(df.FileMinorVersion))
-	return appendUintField(b, fileSizeBytes, df.FileSizeBytes)
+	b = pbwire.AppendUint(b, fileMajor, uint64(df.FileMajorVersion))
+	b = pbwire.AppendUint(b, fileMinor, uint64(df.FileMinorVersion))
+	return pbwire.AppendUint(b, fileSizeBytes, df.FileSizeBytes)
 }
 
 // sizeInts is the size of a packed int32 list's contents (a negative
@@ -90,22 +91,4 @@ func appendInts(b []byte, num protowire.Number, v []int32) []byte {
 		b = protowire.AppendVarint(b, uint64(int64(x)))
 	}
 	return b
-}
-
-func sizeUint(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
-}
-
-func sizeLen(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
-}
-
-func appendUintField(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
 }

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"cellguard/internal/pbwire"
 	"cellguard/proto/cellguardpb"
 )
 
@@ -44,59 +45,26 @@ func plainDecision(d *cellguardpb.Decision) bool {
 // encodePlain encodes a plain decision (plainDecision) in one allocation
 // of exactly its size.
 func encodePlain(d *cellguardpb.Decision) []byte {
-	n := sizeBytes(decDataset, len(d.Dataset)) + sizeBytes(decTxnUUID, len(d.TxnUuid)) +
-		sizeUint(decOutcome, uint64(d.Outcome)) + sizeUint(decVersion, d.Version) +
-		sizeBytes(decTransaction, len(d.Transaction)) + sizeUint(decTxnSeq, d.TxnSeq) +
-		sizeUint(decReadVersion, d.ReadVersion) + sizeUint(decReason, uint64(d.Reason)) +
-		sizeBytes(decMessage, len(d.Message)) + sizeUint(decHeadVersion, d.HeadVersion) +
-		sizeUint(decConflictVersion, d.ConflictVersion) + sizeBytes(decConflictTxnUUID, len(d.ConflictTxnUuid))
+	n := pbwire.SizeBytes(decDataset, len(d.Dataset)) + pbwire.SizeBytes(decTxnUUID, len(d.TxnUuid)) +
+		pbwire.SizeUint(decOutcome, uint64(d.Outcome)) + pbwire.SizeUint(decVersion, d.Version) +
+		pbwire.SizeBytes(decTransaction, len(d.Transaction)) + pbwire.SizeUint(decTxnSeq, d.TxnSeq) +
+		pbwire.SizeUint(decReadVersion, d.ReadVersion) + pbwire.SizeUint(decReason, uint64(d.Reason)) +
+		pbwire.SizeBytes(decMessage, len(d.Message)) + pbwire.SizeUint(decHeadVersion, d.HeadVersion) +
+		pbwire.SizeUint(decConflictVersion, d.ConflictVersion) + pbwire.SizeBytes(decConflictTxnUUID, len(d.ConflictTxnUuid))
 	b := make([]byte, 0, n)
-	b = appendString(b, decDataset, d.Dataset)
-	b = appendString(b, decTxnUUID, d.TxnUuid)
-	b = appendUint(b, decOutcome, uint64(d.Outcome))
-	b = appendUint(b, decVersion, d.Version)
+	b = pbwire.AppendString(b, decDataset, d.Dataset)
+	b = pbwire.AppendString(b, decTxnUUID, d.TxnUuid)
+	b = pbwire.AppendUint(b, decOutcome, uint64(d.Outcome))
+	b = pbwire.AppendUint(b, decVersion, d.Version)
 	if len(d.Transaction) > 0 {
 		b = protowire.AppendBytes(protowire.AppendTag(b, decTransaction, protowire.BytesType), d.Transaction)
 	}
-	b = appendUint(b, decTxnSeq, d.TxnSeq)
-	b = appendUint(b, decReadVersion, d.ReadVersion)
-	b = appendUint(b, decReason, uint64(d.Reason))
-	b = appendString(b, decMessage, d.Message)
-	b = appendUint(b, decHeadVersion, d.HeadVersion)
-	b = appendUint(b, decConflictVersion, d.ConflictVersion)
-	b = appendString(b, decConflictTxnUUID, d.ConflictTxnUuid)
+	b = pbwire.AppendUint(b, decTxnSeq, d.TxnSeq)
+	b = pbwire.AppendUint(b, decReadVersion, d.ReadVersion)
+	b = pbwire.AppendUint(b, decReason, uint64(d.Reason))
+	b = pbwire.AppendString(b, decMessage, d.Message)
+	b = pbwire.AppendUint(b, decHeadVersion, d.HeadVersion)
+	b = pbwire.AppendUint(b, decConflictVersion, d.ConflictVersion)
+	b = pbwire.AppendString(b, decConflictTxnUUID, d.ConflictTxnUuid)
 	return b
-}
-
-// sizeUint is the size of a varint field appendUint writes.
-func sizeUint(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
-}
-
-// sizeBytes is the size of a length-delimited field of n bytes, as
-// written when n > 0.
-func sizeBytes(num protowire.Number, n int) int {
-	if n == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
-}
-
-// appendUint appends a varint field (an enum too: a negative one, which
-// takes ten bytes, is sign-extended as proto does) unless it is zero.
-func appendUint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
-}
-
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
 }

@@ -32,8 +32,9 @@ var pureModules = []string{
 
 // pureOwn are the project packages a pure package may import.
 var pureOwn = map[string][]string{
-	"evaluator": {"cellguard/table", "cellguard/proto/lancepb"},
-	"table":     {"cellguard/proto/lancepb"},
+	"evaluator":       {"cellguard/table", "cellguard/proto/lancepb"},
+	"table":           {"cellguard/proto/lancepb", "cellguard/internal/pbwire"},
+	"internal/pbwire": nil,
 }
 
 func TestPurePackages(t *testing.T) {
