@@ -37,9 +37,9 @@ func (c *Committer) latestCheckpoint(ds string, v uint64) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	vs := c.cps[ds]
-	i := len(vs)
-	if v < math.MaxUint64 { // v+1 would wrap to 0
-		i, _ = slices.BinarySearch(vs, v+1)
+	i, found := slices.BinarySearch(vs, v) // vs[:i] are the versions below v
+	if found {
+		i++
 	}
 	if i == 0 {
 		return 0, false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -100,9 +99,9 @@ func (l *Log) Checkpoint(ctx context.Context, ds string, version uint64) (Checkp
 		return Checkpoint{}, false, err
 	}
 	vs := all[ds]
-	i := len(vs)
-	if version < math.MaxUint64 { // version+1 would wrap to 0
-		i, _ = slices.BinarySearch(vs, version+1)
+	i, found := slices.BinarySearch(vs, version) // vs[:i] are the versions below it
+	if found {
+		i++
 	}
 	if i == 0 {
 		return Checkpoint{}, false, nil
