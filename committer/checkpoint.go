@@ -137,37 +137,35 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	begin := time.Now()
 	v, ok := c.latestCheckpoint(st.ds, math.MaxUint64)
 	if !ok {
-		c.log.Debug("no checkpoint; reading the whole log", "dataset", st.ds)
-		return c.loadWholeLog(ctx, st)
+		return c.loadWholeLogTimed(ctx, st, begin, "no checkpoint")
 	}
 	cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
-	if errors.Is(err, declog.ErrUntrustedCheckpoint) || err == nil && (!usableLogState(cp) || c.outgrown(cp)) {
-		if err != nil {
-			c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
-		} else {
-			c.log.Debug("checkpoint without a usable log state; reading the whole log", "dataset", st.ds, "version", v,
-				"log_state", cp.Log != nil, "outgrown", c.outgrown(cp))
-		}
-		defer func(begin time.Time) {
-			c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "took", time.Since(begin))
-		}(time.Now())
-		return c.loadWholeLog(ctx, st)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, declog.ErrUntrustedCheckpoint):
+		c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
+		return c.loadWholeLogTimed(ctx, st, begin, "untrusted checkpoint")
+	case err != nil:
 		return err
+	case !usableLogState(cp):
+		return c.loadWholeLogTimed(ctx, st, begin, "checkpoint without a usable log state")
+	case c.outgrown(cp):
+		return c.loadWholeLogTimed(ctx, st, begin, "checkpoint's decided ids outgrew the log's retention")
 	}
-	read := time.Now()
 	st.setBase(cp.Manifest)
 	st.setLogState(cp)
-	set := time.Now()
 	from, tail := cp.DecSeq+1, 0
 	if err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, false, func(r declog.Record) error { tail++; return st.replay(ctx, r) }); err != nil {
 		return untrusted(err)
 	}
-	scanned := time.Now()
-	err = c.checkStagedSeq(ctx, st)
-	c.log.Debug("dataset state loaded from a checkpoint", "dataset", st.ds, "checkpoint", v, "ids", len(cp.Log.UUIDs)+len(cp.Log.IDs),
-		"read", read.Sub(begin), "set", set.Sub(read), "tail", tail, "scan", scanned.Sub(set), "check", time.Since(scanned))
+	c.log.Debug("dataset state loaded from a checkpoint", "dataset", st.ds, "checkpoint", v, "tail", tail, "took", time.Since(begin))
+	return c.checkStagedSeq(ctx, st)
+}
+
+// loadWholeLogTimed is loadWholeLog with a debug line saying why and how
+// long it took.
+func (c *Committer) loadWholeLogTimed(ctx context.Context, st *state, begin time.Time, why string) error {
+	err := c.loadWholeLog(ctx, st)
+	c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "why", why, "took", time.Since(begin))
 	return err
 }
 
@@ -448,8 +446,7 @@ type checkpointWriter struct {
 	busy    map[string]bool  // datasets being written
 	order   []string         // datasets with a waiting request, oldest first
 	wake    chan struct{}    // a request arrived
-	quit    chan struct{}    // closed by close
-	ctx     context.Context  // the writes' context, cancelled by close
+	ctx     context.Context  // the writes' context; cancelled by close, which ends the writers
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -466,7 +463,7 @@ const checkpointWorkers = 2
 
 func newCheckpointWriter(c *Committer) *checkpointWriter {
 	cw := &checkpointWriter{c: c, waiting: map[string]cpReq{}, busy: map[string]bool{},
-		wake: make(chan struct{}, checkpointWorkers), quit: make(chan struct{})}
+		wake: make(chan struct{}, checkpointWorkers)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	for range checkpointWorkers {
 		cw.wg.Add(1)
@@ -479,14 +476,14 @@ func (cw *checkpointWriter) loop() {
 	defer cw.wg.Done()
 	for {
 		select {
-		case <-cw.quit:
+		case <-cw.ctx.Done():
 			return
 		default:
 		}
 		r, ok := cw.take()
 		if !ok {
 			select {
-			case <-cw.quit:
+			case <-cw.ctx.Done():
 				return
 			case <-cw.wake:
 				continue
@@ -561,7 +558,6 @@ func (cw *checkpointWriter) offer(r cpReq) {
 // short is never seen — its metadata, written last, is what lists it —
 // and the next start writes checkpoints again when due.
 func (cw *checkpointWriter) close() {
-	close(cw.quit)
 	cw.cancel()
 	cw.wg.Wait()
 }
