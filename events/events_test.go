@@ -149,7 +149,7 @@ func TestRejectionQueueRedeliversWhenAWorkerDies(t *testing.T) {
 			return errors.New("worker A is dead")
 		})
 	}()
-	time.Sleep(100 * time.Millisecond) // A's consumer is set up
+	e.waitConsumer(t, cfg.Queue) // the queue delivers only what comes after it
 	e.overlay(t, "ds", 0, 0, 10)
 	first := e.staleY(t, "ds", 1, 0)
 	var heldID string

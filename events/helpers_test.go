@@ -14,6 +14,7 @@ import (
 
 	"cellguard/committer"
 	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -146,4 +147,25 @@ func (e *env) staleY(t *testing.T, ds string, read uint64, id uint64) *producer.
 		t.Fatalf("stale y: %v, want a rejection", err)
 	}
 	return rej
+}
+
+// waitConsumer waits until the decision stream has the durable consumer
+// name (a rejection queue set up by its first worker).
+func (e *env) waitConsumer(t *testing.T, name string) {
+	t.Helper()
+	_, js := natstest.Connect(t, e.srv.URL())
+	var sc subject.Scheme
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		_, err := js.Consumer(ctx, sc.DecStream(), name)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s not created: %v", name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
