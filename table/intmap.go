@@ -14,10 +14,16 @@ import "math/bits"
 // a slice holds only those, in slot order (the rank of a slot's bit is its
 // index). A sparse trie, such as the scan order's keys spaced 2^16 apart,
 // then costs a few dozen bytes per node instead of a full 32-slot array.
+//
+// The newest keys, when they are the highest, are kept in a tail beside
+// the trie (intmap_tail.go), so that appending keys in ascending order
+// copies no trie path.
 type intMap[V any] struct {
 	root  *imNode[V]
 	shift uint // bit position of the root's slot index; 0 for a one-level trie
-	size  int
+	size  int  // entries in the trie and the tail
+	tail  *tailBuf[V]
+	tn    int // entries of tail this map holds; 0 when tail is nil
 }
 
 const (
@@ -63,6 +69,17 @@ func capacityShift(key uint64) uint {
 
 // Get returns the value stored at key.
 func (m intMap[V]) Get(key uint64) (V, bool) {
+	if m.inTail(key) {
+		if i, ok := m.tailSearch(key); ok {
+			return m.tail.vals[i], true
+		}
+		var zero V
+		return zero, false
+	}
+	return m.trieGet(key)
+}
+
+func (m intMap[V]) trieGet(key uint64) (V, bool) {
 	var zero V
 	if m.root == nil || capacityShift(key) > m.shift {
 		return zero, false
@@ -81,7 +98,44 @@ func (m intMap[V]) Get(key uint64) (V, bool) {
 }
 
 // Set returns a map with key bound to v.
+//
+// A key in the range of the leaf after the highest key's starts or joins
+// the tail (intmap_tail.go); any other key goes into the trie.
 func (m intMap[V]) Set(key uint64, v V) intMap[V] {
+	hi := key >> imBits
+	if m.tn > 0 {
+		prev := m.tail.prefix
+		switch {
+		case hi == prev:
+			return m.setInTail(key, v)
+		case hi < prev:
+			return m.setInTrie(key, v)
+		}
+		m = m.flushTail()
+		if hi == prev+1 {
+			return m.startTail(key, v)
+		}
+		return m.setInTrie(key, v)
+	}
+	if m.root == nil || hi == imMax(m.root, m.shift, 0)>>imBits+1 {
+		return m.startTail(key, v)
+	}
+	return m.setInTrie(key, v)
+}
+
+// setInTrie binds key, below the tail's range, to v in the trie.
+func (m intMap[V]) setInTrie(key uint64, v V) intMap[V] {
+	root, shift := m.grown(key)
+	newRoot, added := imSet(root, shift, key, v)
+	if added {
+		m.size++
+	}
+	m.root, m.shift = newRoot, shift
+	return m
+}
+
+// grown returns the trie's root and shift, grown to hold key.
+func (m intMap[V]) grown(key uint64) (*imNode[V], uint) {
 	root, shift := m.root, m.shift
 	if root == nil {
 		shift = capacityShift(key)
@@ -92,12 +146,7 @@ func (m intMap[V]) Set(key uint64, v V) intMap[V] {
 			root = newParent(root)
 		}
 	}
-	newRoot, added := imSet(root, shift, key, v)
-	size := m.size
-	if added {
-		size++
-	}
-	return intMap[V]{root: newRoot, shift: shift, size: size}
+	return root, shift
 }
 
 func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) {
@@ -133,14 +182,18 @@ func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) 
 
 // Delete returns a map without key.
 func (m intMap[V]) Delete(key uint64) intMap[V] {
-	if _, ok := m.Get(key); !ok {
+	if m.inTail(key) {
+		return m.deleteFromTail(key)
+	}
+	if _, ok := m.trieGet(key); !ok {
 		return m
 	}
-	root := imDelete(m.root, m.shift, key)
-	if root == nil {
-		return intMap[V]{}
+	m.root = imDelete(m.root, m.shift, key)
+	m.size--
+	if m.root == nil {
+		m.shift = 0
 	}
-	return intMap[V]{root: root, shift: m.shift, size: m.size - 1}
+	return m
 }
 
 func imDelete[V any](n *imNode[V], shift uint, key uint64) *imNode[V] {
@@ -169,8 +222,13 @@ func imDelete[V any](n *imNode[V], shift uint, key uint64) *imNode[V] {
 
 // All yields the entries in ascending key order until yield returns false.
 func (m intMap[V]) All(yield func(uint64, V) bool) {
-	if m.root != nil {
-		imWalk(m.root, m.shift, 0, yield)
+	if m.root != nil && !imWalk(m.root, m.shift, 0, yield) {
+		return
+	}
+	for i := range m.tn {
+		if !yield(m.tailKey(i), m.tail.vals[i]) {
+			return
+		}
 	}
 }
 
@@ -193,6 +251,9 @@ func imWalk[V any](n *imNode[V], shift uint, prefix uint64, yield func(uint64, V
 
 // Max returns the largest key, or false for an empty map.
 func (m intMap[V]) Max() (uint64, bool) {
+	if m.tn > 0 {
+		return m.tailKey(m.tn - 1), true
+	}
 	if m.root == nil {
 		return 0, false
 	}
@@ -213,6 +274,9 @@ func (m intMap[V]) Neighbors(k uint64) (below uint64, hasBelow bool, above uint6
 // Min returns the smallest key, or false for an empty map.
 func (m intMap[V]) Min() (uint64, bool) {
 	if m.root == nil {
+		if m.tn > 0 {
+			return m.tailKey(0), true
+		}
 		return 0, false
 	}
 	return imMin(m.root, m.shift, 0), true
@@ -220,21 +284,26 @@ func (m intMap[V]) Min() (uint64, bool) {
 
 // Floor returns the largest key that is at most k. It costs O(log32 maxKey).
 func (m intMap[V]) Floor(k uint64) (uint64, bool) {
+	if m.tn > 0 && k >= m.tailKey(0) {
+		return m.tailFloor(k), true
+	}
 	if m.root == nil {
 		return 0, false
 	}
 	if capacityShift(k) > m.shift { // k is beyond every key the trie can hold
-		return m.Max()
+		return imMax(m.root, m.shift, 0), true
 	}
 	return imFloor(m.root, m.shift, 0, k)
 }
 
 // Ceil returns the smallest key that is at least k. It costs O(log32 maxKey).
 func (m intMap[V]) Ceil(k uint64) (uint64, bool) {
-	if m.root == nil || capacityShift(k) > m.shift {
-		return 0, false
+	if m.root != nil && capacityShift(k) <= m.shift {
+		if key, ok := imCeil(m.root, m.shift, 0, k); ok {
+			return key, true
+		}
 	}
-	return imCeil(m.root, m.shift, 0, k)
+	return m.tailCeil(k)
 }
 
 func imMin[V any](n *imNode[V], shift uint, prefix uint64) uint64 {

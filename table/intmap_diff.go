@@ -8,9 +8,89 @@ import "math/bits"
 // diffing two versions that differ in k keys costs O(k log32 maxKey), not
 // O(size). Keys are visited in ascending order. Equal values (==) are the
 // same without asking same.
+//
+// A key in the range of either map's tail (intmap_tail.go) is compared by
+// range: the tail on one side, the trie's leaf there (or the other tail)
+// on the other. Every other key is in both tries, where it is diffed by
+// structure.
 func diffMaps[V comparable](a, b intMap[V], same func(x, y V) bool, fn func(key uint64, x V, inA bool, y V, inB bool)) {
 	ra, rb, shift := alignRoots(a, b)
-	diffNodes(ra, rb, shift, 0, same, fn)
+	if a.tn == 0 && b.tn == 0 {
+		diffNodes(ra, rb, shift, 0, same, fn)
+		return
+	}
+	var ranges [2]uint64 // the tails' ranges (key >> imBits), ascending
+	nr := 0
+	if a.tn > 0 {
+		ranges[nr], nr = a.tail.prefix, nr+1
+	}
+	if b.tn > 0 && (nr == 0 || ranges[0] != b.tail.prefix) {
+		ranges[nr], nr = b.tail.prefix, nr+1
+	}
+	if nr == 2 && ranges[0] > ranges[1] {
+		ranges[0], ranges[1] = ranges[1], ranges[0]
+	}
+	next := 0 // ranges[next:] are still to diff
+	upTo := func(hi uint64) {
+		for next < nr && ranges[next] < hi {
+			diffRange(a, b, ranges[next], same, fn)
+			next++
+		}
+	}
+	diffNodes(ra, rb, shift, 0, same, func(key uint64, x V, inX bool, y V, inY bool) {
+		hi := key >> imBits
+		if nr > 0 && hi == ranges[0] || nr > 1 && hi == ranges[1] {
+			return // a tail's range: diffRange compares it whole
+		}
+		upTo(hi)
+		fn(key, x, inX, y, inY)
+	})
+	upTo(^uint64(0))
+}
+
+// leafRange returns the occupied slots and values of m in the leaf range
+// hi: its tail's, or the trie leaf's.
+func leafRange[V any](m intMap[V], hi uint64) (uint32, []V) {
+	if m.tn > 0 && m.tail.prefix == hi {
+		return m.tailUsed(), m.tail.vals[:m.tn]
+	}
+	key := hi << imBits
+	if m.root == nil || capacityShift(key) > m.shift {
+		return 0, nil
+	}
+	n := m.root
+	for shift := m.shift; shift > 0; shift -= imBits {
+		slot := (key >> shift) & imMask
+		if n.used&(1<<slot) == 0 {
+			return 0, nil
+		}
+		n = n.child(slot)
+	}
+	return n.used, n.values
+}
+
+// diffRange calls fn for the keys of leaf range hi that differ between a
+// and b, ascending.
+func diffRange[V comparable](a, b intMap[V], hi uint64, same func(x, y V) bool, fn func(uint64, V, bool, V, bool)) {
+	ux, vx := leafRange(a, hi)
+	uy, vy := leafRange(b, hi)
+	var zero V
+	for used := ux | uy; used != 0; used &= used - 1 {
+		slot := uint32(bits.TrailingZeros32(used))
+		bit := uint32(1) << slot
+		below := bit - 1
+		inX, inY := ux&bit != 0, uy&bit != 0
+		x, y := zero, zero
+		if inX {
+			x = vx[bits.OnesCount32(ux&below)]
+		}
+		if inY {
+			y = vy[bits.OnesCount32(uy&below)]
+		}
+		if inX != inY || x != y && !same(x, y) {
+			fn(hi<<imBits|uint64(slot), x, inX, y, inY)
+		}
+	}
 }
 
 // alignRoots returns both roots at the same height: the shorter trie is
