@@ -72,6 +72,20 @@ func leafRange[V any](m intMap[V], hi uint64) (uint32, []V) {
 // diffRange calls fn for the keys of leaf range hi that differ between a
 // and b, ascending.
 func diffRange[V comparable](a, b intMap[V], hi uint64, same func(x, y V) bool, fn func(uint64, V, bool, V, bool)) {
+	if a.tn > 0 && a.tail == b.tail {
+		// Views of one buffer: the shorter's entries are the longer's
+		// first ones, so only the longer's others differ.
+		var zero V
+		for i := min(a.tn, b.tn); i < max(a.tn, b.tn); i++ {
+			v := a.tail.vals[i]
+			if i < a.tn {
+				fn(a.tailKey(i), v, true, zero, false)
+			} else {
+				fn(a.tailKey(i), zero, false, v, true)
+			}
+		}
+		return
+	}
 	ux, vx := leafRange(a, hi)
 	uy, vy := leafRange(b, hi)
 	var zero V
