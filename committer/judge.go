@@ -49,7 +49,7 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
 		v.lag = s.headVersion() - rec.ReadVersion
 	}
-	if enc, err := declog.Encode(rec); err == nil {
+	if enc, err := v.encode(); err == nil {
 		v.body = enc.Body
 	}
 	s.record(v, in.seq)
@@ -275,26 +275,38 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 // finish checks the new manifest's version and fills the committed record.
 // The committed transaction is txn encoded; or, when staged is set (the
 // staged bytes txn was decoded from, differing from txn only in its read
-// version), those bytes with the read version set, not encoded again.
+// version), those bytes with the read version set, not encoded again:
+// written when the record is (verdict.encode), straight into its body.
 func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []byte, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if want := s.headVersion() + 1; next.Version() != want {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
 	}
-	b, err := committedBytes(txn, staged)
+	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
+	rec.Version = next.Version()
+	v := verdict{rec: rec, next: next, txn: txn, deletions: dels}
+	if staged != nil {
+		if _, err := table.WithReadVersionSize(staged, txn.GetReadVersion()); err != nil {
+			return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
+		}
+		v.staged = staged
+		return v, nil
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
 	if err != nil {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 	}
-	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
-	rec.Version = next.Version()
 	rec.Transaction = b
-	return verdict{rec: rec, next: next, txn: txn, deletions: dels}, nil
+	return v, nil
 }
 
-func committedBytes(txn *lancepb.Transaction, staged []byte) ([]byte, error) {
-	if staged != nil {
-		return table.WithReadVersion(staged, txn.GetReadVersion())
+// encode encodes v's record once, as the log stores it. A record whose
+// transaction is still the staged bytes (finish) gets it here, written
+// into the body: EncodeLanded cannot fail on bytes finish measured.
+func (v verdict) encode() (declog.Encoded, error) {
+	if v.staged != nil && v.rec.Transaction == nil {
+		return declog.EncodeLanded(v.rec, v.staged, v.txn.GetReadVersion())
 	}
-	return proto.MarshalOptions{Deterministic: true}.Marshal(txn)
+	return declog.Encode(v.rec)
 }
 
 // asRejection turns an error from the rules into a rejection.

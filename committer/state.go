@@ -38,6 +38,10 @@ type verdict struct {
 	// body is rec encoded once, as the log stores it (nil if it did not
 	// encode: the append then encodes it and reports why not).
 	body []byte
+	// staged, for a committed Append, is the transaction as staged:
+	// rec.Transaction is it with txn's read version, set when the record
+	// is encoded (verdict.encode).
+	staged []byte
 }
 
 // encoded returns v's record as declog.Log.AppendEncoded sends it.

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/pbwire"
 	"cellguard/proto/lancepb"
 )
 
@@ -169,24 +170,60 @@ func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
 // decoding keeps as an unknown field) is kept too. Errors wrap
 // ErrMalformed.
 func WithReadVersion(b []byte, rv uint64) ([]byte, error) {
-	const readVersion protowire.Number = 1
-	out := make([]byte, 0, len(b)+protowire.SizeTag(readVersion)+protowire.SizeVarint(rv))
-	if rv != 0 {
-		out = protowire.AppendVarint(protowire.AppendTag(out, readVersion, protowire.VarintType), rv)
+	n, err := WithReadVersionSize(b, rv)
+	if err != nil {
+		return nil, err
 	}
+	return appendWithReadVersion(make([]byte, 0, n), b, rv), nil
+}
+
+// WithReadVersionSize returns len(WithReadVersion(b, rv)) without
+// building it, with WithReadVersion's errors: the size to reserve for
+// AppendWithReadVersion.
+func WithReadVersionSize(b []byte, rv uint64) (int, error) {
+	n := pbwire.SizeUint(readVersionField, rv)
+	err := eachTxnField(b, func(num protowire.Number, typ protowire.Type, field []byte) {
+		if num != readVersionField || typ != protowire.VarintType {
+			n += len(field)
+		}
+	})
+	return n, err
+}
+
+// AppendWithReadVersion appends WithReadVersion(b, rv) to dst; b must be
+// one WithReadVersionSize accepted.
+func AppendWithReadVersion(dst, b []byte, rv uint64) []byte {
+	return appendWithReadVersion(dst, b, rv)
+}
+
+func appendWithReadVersion(dst, b []byte, rv uint64) []byte {
+	dst = pbwire.AppendUint(dst, readVersionField, rv)
+	_ = eachTxnField(b, func(num protowire.Number, typ protowire.Type, field []byte) {
+		if num != readVersionField || typ != protowire.VarintType {
+			dst = append(dst, field...)
+		}
+	})
+	return dst
+}
+
+// readVersionField is Transaction.read_version's field number.
+const readVersionField protowire.Number = 1
+
+// eachTxnField calls fn with every field of b, an encoded message, in b's
+// order: its number, wire type and bytes (tag included). Errors wrap
+// ErrMalformed; fn has then seen the fields before the bad one.
+func eachTxnField(b []byte, fn func(protowire.Number, protowire.Type, []byte)) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(n).Error()}
+			return &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(n).Error()}
 		}
 		m := consumeValue(num, typ, b[n:])
 		if m < 0 {
-			return nil, &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(m).Error()}
+			return &Error{Op: "set read version", Err: ErrMalformed, Msg: protowire.ParseError(m).Error()}
 		}
-		if num != readVersion || typ != protowire.VarintType {
-			out = append(out, b[:n+m]...)
-		}
+		fn(num, typ, b[:n+m])
 		b = b[n+m:]
 	}
-	return out, nil
+	return nil
 }

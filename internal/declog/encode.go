@@ -15,6 +15,7 @@ import (
 
 	"cellguard/internal/pbwire"
 	"cellguard/proto/cellguardpb"
+	"cellguard/table"
 )
 
 // Decision field numbers.
@@ -45,19 +46,53 @@ func plainDecision(d *cellguardpb.Decision) bool {
 // encodePlain encodes a plain decision (plainDecision) in one allocation
 // of exactly its size.
 func encodePlain(d *cellguardpb.Decision) []byte {
+	b, _, _ := encodePlainWith(d, len(d.Transaction), func(b []byte) []byte { return append(b, d.Transaction...) })
+	return b
+}
+
+// EncodeLanded is Encode for a committed decision d whose transaction is
+// staged, as the producer staged it, with its read version set to rv
+// (table.WithReadVersion). It sets d.Transaction to those bytes, which it
+// writes straight into the record's body, d.Transaction a slice of it: one
+// allocation and one copy of the transaction instead of two. d must not
+// have a transaction yet. Errors are table.WithReadVersion's (d is then
+// unchanged) and Encode's.
+func EncodeLanded(d *cellguardpb.Decision, staged []byte, rv uint64) (Encoded, error) {
+	n, err := table.WithReadVersionSize(staged, rv)
+	if err != nil {
+		return Encoded{}, err
+	}
+	if !plainDecision(d) || len(d.Transaction) > 0 || n == 0 {
+		if d.Transaction, err = table.WithReadVersion(staged, rv); err != nil {
+			return Encoded{}, err
+		}
+		return Encode(d)
+	}
+	b, from, to := encodePlainWith(d, n, func(b []byte) []byte { return table.AppendWithReadVersion(b, staged, rv) })
+	d.Transaction = b[from:to:to]
+	return Encoded{Decision: d, Body: b}, nil
+}
+
+// encodePlainWith encodes a plain decision whose transaction, txnLen
+// bytes, appendTxn writes; it returns the body and where the transaction
+// is in it.
+func encodePlainWith(d *cellguardpb.Decision, txnLen int, appendTxn func([]byte) []byte) (b []byte, from, to int) {
 	n := pbwire.SizeBytes(decDataset, len(d.Dataset)) + pbwire.SizeBytes(decTxnUUID, len(d.TxnUuid)) +
 		pbwire.SizeUint(decOutcome, uint64(d.Outcome)) + pbwire.SizeUint(decVersion, d.Version) +
-		pbwire.SizeBytes(decTransaction, len(d.Transaction)) + pbwire.SizeUint(decTxnSeq, d.TxnSeq) +
+		pbwire.SizeBytes(decTransaction, txnLen) + pbwire.SizeUint(decTxnSeq, d.TxnSeq) +
 		pbwire.SizeUint(decReadVersion, d.ReadVersion) + pbwire.SizeUint(decReason, uint64(d.Reason)) +
 		pbwire.SizeBytes(decMessage, len(d.Message)) + pbwire.SizeUint(decHeadVersion, d.HeadVersion) +
 		pbwire.SizeUint(decConflictVersion, d.ConflictVersion) + pbwire.SizeBytes(decConflictTxnUUID, len(d.ConflictTxnUuid))
-	b := make([]byte, 0, n)
+	b = make([]byte, 0, n)
 	b = pbwire.AppendString(b, decDataset, d.Dataset)
 	b = pbwire.AppendString(b, decTxnUUID, d.TxnUuid)
 	b = pbwire.AppendUint(b, decOutcome, uint64(d.Outcome))
 	b = pbwire.AppendUint(b, decVersion, d.Version)
-	if len(d.Transaction) > 0 {
-		b = protowire.AppendBytes(protowire.AppendTag(b, decTransaction, protowire.BytesType), d.Transaction)
+	if txnLen > 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, decTransaction, protowire.BytesType), uint64(txnLen))
+		from = len(b)
+		b = appendTxn(b)
+		to = len(b)
 	}
 	b = pbwire.AppendUint(b, decTxnSeq, d.TxnSeq)
 	b = pbwire.AppendUint(b, decReadVersion, d.ReadVersion)
@@ -66,5 +101,5 @@ func encodePlain(d *cellguardpb.Decision) []byte {
 	b = pbwire.AppendUint(b, decHeadVersion, d.HeadVersion)
 	b = pbwire.AppendUint(b, decConflictVersion, d.ConflictVersion)
 	b = pbwire.AppendString(b, decConflictTxnUUID, d.ConflictTxnUuid)
-	return b
+	return b, from, to
 }

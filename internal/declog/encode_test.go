@@ -2,13 +2,19 @@ package declog
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // TestEncodeMatchesMarshal checks that Encode's bodies are proto.Marshal's
@@ -114,6 +120,60 @@ func TestEncodeEveryField(t *testing.T) {
 		got, err := Encode(d)
 		if err != nil || !bytes.Equal(got.Body, want) {
 			t.Errorf("field %s: Encode = %x, %v; want %x", fd.Name(), got.Body, err, want)
+		}
+	}
+}
+
+// TestEncodeLandedMatchesEncode checks EncodeLanded against its plain
+// meaning: the transaction set to table.WithReadVersion(staged, rv), then
+// Encode. Bodies, transactions and errors must agree, for plain records
+// and others, staged bodies with and without a read version (and with a
+// duplicated one), and malformed ones.
+func TestEncodeLandedMatchesEncode(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range 3000 {
+		txn := &lancepb.Transaction{Uuid: fmt.Sprintf("u-%d", i), ReadVersion: uint64(r.IntN(3)) * r.Uint64N(1<<40)}
+		if r.IntN(2) == 0 {
+			txn.Tag = strings.Repeat("t", r.IntN(200))
+		}
+		staged, err := proto.Marshal(txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.IntN(6) {
+		case 0: // a second read_version field, as a hand-made body may have
+			staged = protowire.AppendVarint(protowire.AppendTag(staged, 1, protowire.VarintType), 5)
+		case 1: // truncated: malformed
+			staged = staged[:len(staged)-1-r.IntN(min(3, len(staged)))]
+		}
+		rv := uint64(r.IntN(2)) * r.Uint64N(1<<50)
+		d := &cellguardpb.Decision{Dataset: "ds", TxnUuid: txn.Uuid, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED,
+			Version: r.Uint64N(100), TxnSeq: r.Uint64N(100), ReadVersion: rv, HeadVersion: r.Uint64N(100)}
+		if r.IntN(4) == 0 {
+			d.Violations = []*cellguardpb.Violation{{FieldId: 1}}
+		}
+		want := proto.CloneOf(d)
+		wantTxn, wantErr := table.WithReadVersion(staged, rv)
+		got, err := EncodeLanded(d, staged, rv)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("EncodeLanded error %v; WithReadVersion's %v", err, wantErr)
+		}
+		if err != nil {
+			if !errors.Is(err, table.ErrMalformed) || d.Transaction != nil {
+				t.Fatalf("malformed body: %v, transaction %x", err, d.Transaction)
+			}
+			continue
+		}
+		want.Transaction = wantTxn
+		wantEnc, err := Encode(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Body, wantEnc.Body) || !bytes.Equal(d.Transaction, wantTxn) {
+			t.Fatalf("EncodeLanded =\n%x (transaction %x)\nwant\n%x (transaction %x)", got.Body, d.Transaction, wantEnc.Body, wantTxn)
+		}
+		if plainDecision(want) && cap(got.Body) != len(got.Body) {
+			t.Fatalf("EncodeLanded allocated %d bytes for %d", cap(got.Body), len(got.Body))
 		}
 	}
 }
