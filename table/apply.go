@@ -304,7 +304,7 @@ func (a *applier) finish() (*Manifest, error) {
 		// The restored content as it was, except that ids never go back:
 		// an id must never name two different things.
 		if cur, ok := a.head.MaxFragmentID(); ok && (h.MaxFragmentId == nil || h.GetMaxFragmentId() < cur) {
-			h.MaxFragmentId = proto.Uint32(cur)
+			a.b.setMaxFragmentID(cur)
 		}
 		if a.stable && h.GetNextRowId() < a.nextRowID {
 			h.NextRowId = a.nextRowID
@@ -320,7 +320,7 @@ func (a *applier) finish() (*Manifest, error) {
 			return nil, a.invalid("fragment id %d does not fit the manifest's 32-bit max_fragment_id", maxID)
 		}
 		if h.MaxFragmentId == nil || uint32(maxID) > h.GetMaxFragmentId() {
-			h.MaxFragmentId = proto.Uint32(uint32(maxID))
+			a.b.setMaxFragmentID(uint32(maxID))
 		}
 	}
 	if a.kind == OpReserveFragments {
@@ -328,7 +328,7 @@ func (a *applier) finish() (*Manifest, error) {
 		if cur+uint64(a.reserve) > math.MaxUint32 {
 			return nil, a.invalid("reserving %d fragment ids overflows max_fragment_id %d", a.reserve, cur)
 		}
-		h.MaxFragmentId = proto.Uint32(uint32(cur + uint64(a.reserve)))
+		a.b.setMaxFragmentID(uint32(cur + uint64(a.reserve)))
 	}
 
 	// Feature flags, recomputed from the content as Lance's

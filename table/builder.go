@@ -17,6 +17,15 @@ type Builder struct {
 	base   *lancepb.Manifest
 	schema *Schema
 	frags  fragmentList
+	block  *manifestBlock // where topHeader's copy lives, and Build's manifest
+}
+
+// manifestBlock is a manifest and its header in one allocation, for the
+// usual version that changes top-level header fields only (topHeader).
+type manifestBlock struct {
+	m     Manifest
+	h     lancepb.Manifest
+	maxID uint32 // h.MaxFragmentId points here when set by setMaxFragmentID
 }
 
 // Edit starts building a manifest from m.
@@ -49,16 +58,43 @@ func (b *Builder) Header() *lancepb.Manifest {
 // allocation where a clone costs one per nested message.
 func (b *Builder) topHeader() *lancepb.Manifest {
 	if b.header == nil {
-		b.header = shallowHeader(b.base)
+		b.block = new(manifestBlock)
+		b.header = &b.block.h
+		copyTopLevel(b.header, b.base)
+		if id := b.base.MaxFragmentId; id != nil {
+			// A copy of its own: no header points into another
+			// version's block and keeps that version alive.
+			b.block.maxID = *id
+			b.header.MaxFragmentId = &b.block.maxID
+		}
 	}
 	return b.header
+}
+
+// setMaxFragmentID sets the header's max_fragment_id to id, without an
+// allocation of its own when the header is topHeader's.
+func (b *Builder) setMaxFragmentID(id uint32) {
+	h := b.topHeader()
+	if b.block != nil && h == &b.block.h {
+		b.block.maxID = id
+		h.MaxFragmentId = &b.block.maxID
+		return
+	}
+	h.MaxFragmentId = proto.Uint32(id)
 }
 
 // shallowHeader returns a copy of h's top-level fields, sharing every
 // nested message, list and map with h. Every field of lancepb.Manifest is
 // listed (TestShallowHeaderCopiesEveryField fails when one is missing).
 func shallowHeader(h *lancepb.Manifest) *lancepb.Manifest {
-	c := &lancepb.Manifest{
+	c := new(lancepb.Manifest)
+	copyTopLevel(c, h)
+	return c
+}
+
+// copyTopLevel sets c, a new message, to shallowHeader(h).
+func copyTopLevel(c, h *lancepb.Manifest) {
+	*c = lancepb.Manifest{
 		Fields:             h.Fields,
 		SchemaMetadata:     h.SchemaMetadata,
 		Fragments:          h.Fragments,
@@ -83,7 +119,6 @@ func shallowHeader(h *lancepb.Manifest) *lancepb.Manifest {
 	if u := h.ProtoReflect().GetUnknown(); len(u) > 0 {
 		c.ProtoReflect().SetUnknown(slices.Clone(u))
 	}
-	return c
 }
 
 // Schema returns the schema of the manifest being built.
@@ -261,6 +296,12 @@ func (b *Builder) Build() *Manifest {
 	h := b.header
 	if h == nil {
 		h = b.base
+	}
+	if b.block != nil && h == &b.block.h {
+		m := &b.block.m
+		b.block = nil // a second Build allocates its own manifest
+		*m = Manifest{header: h, schema: b.schema, frags: b.frags}
+		return m
 	}
 	return &Manifest{header: h, schema: b.schema, frags: b.frags}
 }
