@@ -298,6 +298,9 @@ func (m intMap[V]) Floor(k uint64) (uint64, bool) {
 
 // Ceil returns the smallest key that is at least k. It costs O(log32 maxKey).
 func (m intMap[V]) Ceil(k uint64) (uint64, bool) {
+	if m.tn > 0 && k >= m.tailKey(0) { // every trie key is below k
+		return m.tailCeil(k)
+	}
 	if m.root != nil && capacityShift(k) <= m.shift {
 		if key, ok := imCeil(m.root, m.shift, 0, k); ok {
 			return key, true
