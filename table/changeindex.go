@@ -51,7 +51,29 @@ type ChangeIndex struct {
 	// ids are a full slice of it, never appended to, so steps share
 	// chunks instead of allocating a slice each (see addID).
 	ids []uint64
+	// fresh are the fragments added after the horizon that were absent
+	// at it, under ids above every earlier fresh one: appended fragments.
+	// Ascending by id and by version; fresh[:fstart] are forgotten. One
+	// that has not changed since (moved false) has no history in frags:
+	// it is absent before its version and what it is at head from then
+	// on. One that changed is moved to frags, its addition the first
+	// change there, and stays here, marked, until its version is
+	// forgotten or rolled back. It costs what a history with one change
+	// would (historyCost + changeCost), without a map entry or an
+	// allocation of its own.
+	fresh  []freshFrag
+	fstart int
 }
+
+// freshFrag is a fragment added at version, absent before it.
+type freshFrag struct {
+	id, version uint64
+	moved       bool // it changed since: its history is in frags
+}
+
+// freshCost is what a fresh fragment counts against MaxBytes: a history
+// with its one change.
+const freshCost = historyCost + changeCost
 
 // idChunk is how many fragment ids a chunk of ChangeIndex.ids holds.
 const idChunk = 256
@@ -134,6 +156,7 @@ func NewChangeIndex(head *Manifest, lim IndexLimits) *ChangeIndex {
 // versions before m, so the cost is O(1).
 func (ix *ChangeIndex) Rebuild(m *Manifest) {
 	ix.head, ix.frags, ix.journal, ix.jstart, ix.bytes = m, map[uint64]*fragHistory{}, nil, 0, 0
+	ix.fresh, ix.fstart = nil, 0
 	ix.schemas, ix.bases, ix.horizon = nil, nil, 0
 	if m == nil {
 		return
@@ -228,14 +251,86 @@ func SameBasePaths(a, b []*lancepb.BasePath) bool {
 func (ix *ChangeIndex) record(id uint64, before, after *Fragment, v uint64) {
 	h := ix.frags[id]
 	if h == nil {
-		h = &fragHistory{base: before}
+		if before == nil && after != nil && ix.aboveFresh(id) {
+			ix.fresh = append(ix.fresh, freshFrag{id: id, version: v})
+			ix.bytes += freshCost
+			return
+		}
+		h = &fragHistory{}
 		h.changes = h.first[:0]
+		if i, ok := ix.findFresh(id); ok {
+			// A fresh fragment changes: its addition becomes its
+			// history's first change (its cost already counted).
+			ix.fresh[i].moved = true
+			h.changes = append(h.changes, fragChange{version: ix.fresh[i].version, frag: before, cost: changeCost})
+		} else {
+			h.base = before
+			ix.bytes += historyCost
+		}
 		ix.frags[id] = h
-		ix.bytes += historyCost
 	}
 	c := fragChange{version: v, frag: after, cost: changeCost + fragBytes(h.latest())}
 	h.changes = append(h.changes, c)
 	ix.bytes += c.cost
+}
+
+// aboveFresh reports whether id is above every fresh fragment's.
+func (ix *ChangeIndex) aboveFresh(id uint64) bool {
+	n := len(ix.fresh)
+	return n == ix.fstart || ix.fresh[n-1].id < id
+}
+
+// findFresh returns the index in fresh of fragment id, if it is there.
+func (ix *ChangeIndex) findFresh(id uint64) (int, bool) {
+	f := ix.fresh[ix.fstart:]
+	if len(f) == 0 || id < f[0].id || id > f[len(f)-1].id {
+		return 0, false
+	}
+	i := sort.Search(len(f), func(i int) bool { return f[i].id >= id })
+	return ix.fstart + i, i < len(f) && f[i].id == id
+}
+
+// freshAt reports whether fragment id is fresh and unchanged since, and
+// the version that added it.
+func (ix *ChangeIndex) freshAt(id uint64) (uint64, bool) {
+	if i, ok := ix.findFresh(id); ok && !ix.fresh[i].moved {
+		return ix.fresh[i].version, true
+	}
+	return 0, false
+}
+
+// forgetFresh drops fragment id's fresh entry if it is the oldest and
+// was added at v, as the step of version v is forgotten. It reports
+// whether that was all (the fragment has no history to forget).
+func (ix *ChangeIndex) forgetFresh(id, v uint64) bool {
+	if ix.fstart == len(ix.fresh) || ix.fresh[ix.fstart].id != id || ix.fresh[ix.fstart].version != v {
+		return false
+	}
+	e := ix.fresh[ix.fstart]
+	ix.fresh[ix.fstart] = freshFrag{}
+	ix.fstart++
+	if e.moved {
+		return false
+	}
+	ix.bytes -= freshCost
+	return true
+}
+
+// unfresh drops fragment id's fresh entry if it is the newest and was
+// added at v, as the step of version v is rolled back; it reports
+// whether that was all, as forgetFresh does.
+func (ix *ChangeIndex) unfresh(id, v uint64) bool {
+	n := len(ix.fresh)
+	if n == ix.fstart || ix.fresh[n-1].id != id || ix.fresh[n-1].version != v {
+		return false
+	}
+	e := ix.fresh[n-1]
+	ix.fresh = ix.fresh[:n-1]
+	if e.moved {
+		return false
+	}
+	ix.bytes -= freshCost
+	return true
 }
 
 func (h *fragHistory) latest() *Fragment {
@@ -275,6 +370,10 @@ func (ix *ChangeIndex) compact() {
 		clear(ix.journal[n:])
 		ix.journal, ix.jstart = ix.journal[:n], 0
 	}
+	if ix.fstart > 64 && ix.fstart > len(ix.fresh)/2 {
+		n := copy(ix.fresh, ix.fresh[ix.fstart:])
+		ix.fresh, ix.fstart = ix.fresh[:n], 0
+	}
 }
 
 // Shrink forgets the oldest versions until the index holds at most
@@ -288,12 +387,18 @@ func (ix *ChangeIndex) Shrink(maxBytes int) {
 	if ix.jstart == len(ix.journal) {
 		ix.journal, ix.jstart = nil, 0
 	}
+	if ix.fstart == len(ix.fresh) {
+		ix.fresh, ix.fstart = nil, 0
+	}
 }
 
 // forgetOldest moves the horizon to the oldest journal version.
 func (ix *ChangeIndex) forgetOldest() {
 	st := &ix.journal[ix.jstart]
 	for _, id := range st.frags {
+		if ix.forgetFresh(id, st.version) {
+			continue
+		}
 		h := ix.frags[id]
 		c := h.changes[0]
 		ix.bytes -= c.cost
@@ -329,7 +434,10 @@ func (ix *ChangeIndex) Rollback(to *Manifest) {
 	v := to.Version()
 	for n := len(ix.journal); n > ix.jstart && ix.journal[n-1].version > v; n-- {
 		st := &ix.journal[n-1]
-		for _, id := range st.frags {
+		for _, id := range slices.Backward(st.frags) { // fresh ones come off fresh's end
+			if ix.unfresh(id, st.version) {
+				continue
+			}
 			h := ix.frags[id]
 			k := len(h.changes) - 1
 			ix.bytes -= h.changes[k].cost
@@ -378,6 +486,8 @@ func (ix *ChangeIndex) Changes(frag, after uint64, limit int) []uint64 {
 		for _, c := range h.changes[i:min(len(h.changes), i+limit)] {
 			fv = append(fv, c.version)
 		}
+	} else if v, ok := ix.freshAt(frag); ok && v > after && limit > 0 {
+		fv = append(fv, v)
 	}
 	sv := versionsAfter(ix.schemas, after, limit, func(s schemaAt) uint64 { return s.version })
 	bv := versionsAfter(ix.bases, after, limit, func(b basesAt) uint64 { return b.version })
@@ -432,6 +542,9 @@ func (w View) Version() uint64 { return w.v }
 func (w View) Fragment(id uint64) (*Fragment, bool) {
 	h := w.ix.frags[id]
 	if h == nil {
+		if v, ok := w.ix.freshAt(id); ok && w.v < v {
+			return nil, false // added after the view's version
+		}
 		return w.ix.head.Fragment(id)
 	}
 	f := h.at(w.v)

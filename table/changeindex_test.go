@@ -345,3 +345,65 @@ func TestChangeIndexShrink(t *testing.T) {
 	}
 	checkViews(t, ix, h.mans, h.ids)
 }
+
+// TestChangeIndexFreshAppends drives the index with what a committer
+// mostly sees, appended fragments, some of them changed or removed soon
+// after (so that fresh fragments get histories), with rollbacks of
+// provisional batches and a horizon that moves. Views must match the
+// manifests, the bytes after a rollback must be what they were at that
+// version, and forgetting everything must leave exactly nothing counted.
+func TestChangeIndexFreshAppends(t *testing.T) {
+	for seed := range uint64(12) {
+		h := newIndexHistory(t, seed, 2)
+		lim := table.IndexLimits{MaxBytes: []int{0, 3000, 20000}[seed%3]}
+		ix := table.NewChangeIndex(h.head(), lim)
+		bytesAt := map[uint64]int{h.head().Version(): ix.Bytes()}
+		horizonAt := map[uint64]uint64{h.head().Version(): ix.Horizon()}
+		for step := range 150 {
+			b := h.head().Edit()
+			b.Header().Version = uint64(len(h.mans))
+			for range 1 + h.rng.IntN(3) {
+				if err := b.Append(table.NewFragment(h.frag(h.ids))); err != nil {
+					t.Fatal(err)
+				}
+				h.ids++
+			}
+			if h.rng.IntN(4) == 0 { // change or remove a recent fragment
+				id := h.ids - 1 - h.rng.Uint64N(min(h.ids, 6))
+				if _, ok := b.Fragment(id); ok {
+					var err error
+					if h.rng.IntN(2) == 0 {
+						err = b.Remove(id)
+					} else {
+						err = b.Replace(table.NewFragment(h.frag(id)))
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			m := b.Build()
+			h.push(m)
+			if err := ix.Advance(m, h.uuids[m.Version()]); err != nil {
+				t.Fatal(err)
+			}
+			bytesAt[m.Version()], horizonAt[m.Version()] = ix.Bytes(), ix.Horizon()
+			if step%10 == 9 { // roll a provisional batch back
+				to := m.Version() - 1 - h.rng.Uint64N(3)
+				if to >= ix.Horizon() {
+					ix.Rollback(h.mans[to])
+					if horizonAt[to] == ix.Horizon() && ix.Bytes() != bytesAt[to] {
+						t.Fatalf("seed %d: %d bytes after rolling back to v%d; %d there before", seed, ix.Bytes(), to, bytesAt[to])
+					}
+					h.mans, h.uuids = h.mans[:to+1], h.uuids[:to+1]
+				}
+			}
+			checkViews(t, ix, h.mans, h.ids)
+		}
+		ix.Shrink(0)
+		if ix.Bytes() != 0 || ix.Horizon() != ix.Head().Version() {
+			t.Fatalf("seed %d: after Shrink(0): %d bytes, horizon %d, head %d", seed, ix.Bytes(), ix.Horizon(), ix.Head().Version())
+		}
+		checkViews(t, ix, h.mans, h.ids)
+	}
+}
