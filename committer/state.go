@@ -89,13 +89,13 @@ type state struct {
 	cx        *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
 	cxc       conflictCosts        // the bytes of each version cx covers
 
-	head       *table.Manifest                         // nil until the dataset is created
-	recent     map[uint64]costed[*table.Manifest]      // with the approximate bytes each keeps alive
-	rbytes     int                                     // sum of the costs in recent
-	tbytes     int                                     // sum of the costs in txns
-	tevicted   uint64                                  // transactions ≤ tevicted were dropped to fit windowBytes
-	txns       map[uint64]costed[*lancepb.Transaction] // with their approximate bytes
-	versionSeq seqIndex                                // version → CG_DEC sequence of its record
+	head       *table.Manifest                             // nil until the dataset is created
+	recent     versionWindow[costed[*table.Manifest]]      // with the approximate bytes each keeps alive
+	rbytes     int                                         // sum of the costs in recent
+	tbytes     int                                         // sum of the costs in txns
+	tevicted   uint64                                      // transactions ≤ tevicted were dropped to fit windowBytes
+	txns       versionWindow[costed[*lancepb.Transaction]] // with their approximate bytes
+	versionSeq seqIndex                                    // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
@@ -172,7 +172,6 @@ func (s *state) noteSchema(m *table.Manifest) {
 func newState(ds string, lim limits, older history) *state {
 	return &state{
 		ds: ds, validName: subject.Validate(ds) == nil, lim: lim, older: older,
-		recent: map[uint64]costed[*table.Manifest]{}, txns: map[uint64]costed[*lancepb.Transaction]{},
 		decided: newIDSet(),
 		ix:      table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.indexBytes}),
 		cx:      table.NewConflictIndex(),
@@ -195,7 +194,7 @@ func (s *state) setHead(next *table.Manifest, txnID string, txnBytes int) {
 	if s.head != nil {
 		v := s.head.Version()
 		c := costed[*table.Manifest]{s.head, manifestCost(txnBytes)}
-		s.recent[v] = c
+		s.recent.set(v, c)
 		s.rbytes += c.cost
 	}
 	s.head = next
@@ -227,7 +226,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 	if s.head != nil && v == s.head.Version() {
 		return s.head, nil
 	}
-	if m, ok := s.recent[v]; ok {
+	if m, ok := s.recent.get(v); ok {
 		return m.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
@@ -238,7 +237,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 
 // Committed implements history.
 func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
-	if t, ok := s.txns[v]; ok {
+	if t, ok := s.txns.get(v); ok {
 		return t.v, nil
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {

@@ -67,8 +67,8 @@ func TestStateWindowRetentionRollback(t *testing.T) {
 	if got := st.headVersion(); got != 9 {
 		t.Fatalf("head = %d, want 9", got)
 	}
-	if len(st.recent) > 2 || len(st.txns) > 2 {
-		t.Errorf("window holds %d manifests, %d txns; want ≤ 2", len(st.recent), len(st.txns))
+	if st.recent.len() > 2 || st.txns.len() > 2 {
+		t.Errorf("window holds %d manifests, %d txns; want ≤ 2", st.recent.len(), st.txns.len())
 	}
 	// Read version 5 is outside the window but retained: pinned through
 	// the older history, and it commits.

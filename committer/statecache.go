@@ -56,16 +56,15 @@ func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
 	s.forgetConflicts(v)
 	s.cxc.add(v, s.cx.Add(v, txn))
 	c := costed[*lancepb.Transaction]{txn, txnCost(n)}
-	s.txns[v] = c
+	s.txns.set(v, c)
 	s.tbytes += c.cost
 }
 
 func (s *state) dropTxn(v uint64) {
-	c, ok := s.txns[v]
+	c, ok := s.txns.remove(v)
 	if !ok {
 		return
 	}
-	delete(s.txns, v)
 	s.tbytes -= c.cost
 }
 
@@ -160,11 +159,10 @@ func (c *conflictCosts) dropFrom(v uint64) {
 func txnCost(n int) int { return 256 + 6*n }
 
 func (s *state) dropManifest(v uint64) {
-	c, ok := s.recent[v]
+	c, ok := s.recent.remove(v)
 	if !ok {
 		return
 	}
-	delete(s.recent, v)
 	s.rbytes -= c.cost
 }
 

@@ -23,8 +23,8 @@ func TestAppendBeyondWindowReadsNoHistory(t *testing.T) {
 	}
 	decideAll(t, st, &h.memHistory, txns...)
 	head := st.headVersion()
-	if len(st.txns) > lim.window {
-		t.Fatalf("the window keeps %d transactions, more than %d", len(st.txns), lim.window)
+	if st.txns.len() > lim.window {
+		t.Fatalf("the window keeps %d transactions, more than %d", st.txns.len(), lim.window)
 	}
 	h.reset()
 	for _, lag := range []uint64{9, 100, 250, 299} {
