@@ -3,8 +3,10 @@ package committer
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/nats-io/nats.go"
@@ -38,10 +40,10 @@ type verdict struct {
 	// body is rec encoded once, as the log stores it (nil if it did not
 	// encode: the append then encodes it and reports why not).
 	body []byte
-	// staged, for a committed Append, is the transaction as staged:
-	// rec.Transaction is it with txn's read version, set when the record
-	// is encoded (verdict.encode).
-	staged []byte
+	// landed, for a committed Append, is the transaction as staged with
+	// txn's read version: rec.Transaction, set when the record is
+	// encoded (verdict.encode). Zero otherwise.
+	landed table.Landed
 }
 
 // encoded returns v's record as declog.Log.AppendEncoded sends it.
@@ -138,7 +140,7 @@ func (s *state) logState() *declog.LogState {
 func (s *state) setLogState(cp declog.Checkpoint) {
 	ls := cp.Log
 	for _, u := range ls.UUIDs {
-		s.decided.u[u] = struct{}{}
+		s.decided.addKey(u)
 	}
 	for _, id := range ls.IDs {
 		s.decided.s[id] = struct{}{}
@@ -408,12 +410,69 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 }
 
 // idSet holds decided transaction ids; uuids are stored as 16 bytes.
+//
+// Most uuids looked up are new, and in a set of hundreds of thousands a
+// map probe for one is a cache miss. So a filter of a few bits per uuid
+// stands in front of the map: a uuid whose bit is clear was never added
+// and is not looked up. Bits are set by every add and never cleared by a
+// remove (a removed uuid costs a probe, never a wrong answer); the filter
+// is rebuilt from the map, twice as large, when the set outgrows it.
 type idSet struct {
-	u map[[16]byte]struct{}
-	s map[string]struct{}
+	u     map[[16]byte]struct{}
+	s     map[string]struct{}
+	seen  []uint64 // the filter: bit filterBit(k) is set for every k in u
+	shift uint     // 64 - log2 of the filter's bits
 }
 
+// Bits of filter per uuid: between idFilterBits and twice that, it lets
+// through about 5–10 % of the uuids not in the set.
+const idFilterBits = 8
+
 func newIDSet() idSet { return idSet{u: map[[16]byte]struct{}{}, s: map[string]struct{}{}} }
+
+// filterBit returns k's bit in a filter of 1<<(64-shift) bits.
+func filterBit(k [16]byte, shift uint) uint64 {
+	x := binary.LittleEndian.Uint64(k[:8]) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[8:]), 29)
+	return (x * 0x9e3779b97f4a7c15) >> shift
+}
+
+func (d *idSet) mayHave(k [16]byte) bool {
+	if d.seen == nil {
+		return true
+	}
+	b := filterBit(k, d.shift)
+	return d.seen[b>>6]&(1<<(b&63)) != 0
+}
+
+func (d *idSet) hasKey(k [16]byte) bool {
+	if !d.mayHave(k) {
+		return false
+	}
+	_, found := d.u[k]
+	return found
+}
+
+// addKey adds uuid k.
+func (d *idSet) addKey(k [16]byte) {
+	d.u[k] = struct{}{}
+	if len(d.u)*idFilterBits > len(d.seen)*64 {
+		d.rebuild()
+		return
+	}
+	b := filterBit(k, d.shift)
+	d.seen[b>>6] |= 1 << (b & 63)
+}
+
+// rebuild makes a filter of 2*idFilterBits bits per uuid in the set (at
+// least 1024) and sets the bit of each.
+func (d *idSet) rebuild() {
+	n := uint(bits.Len(uint(max(2*idFilterBits*len(d.u), 1024)) - 1)) // log2 of the bits, rounded up
+	d.seen, d.shift = make([]uint64, 1<<n/64), 64-n
+	for k := range d.u {
+		b := filterBit(k, d.shift)
+		d.seen[b>>6] |= 1 << (b & 63)
+	}
+}
 
 func uuidKey(id string) ([16]byte, bool) {
 	var k [16]byte
@@ -449,24 +508,23 @@ var lowerHex = func() (t [256]byte) {
 	return t
 }()
 
-func (d idSet) has(id string) bool {
+func (d *idSet) has(id string) bool {
 	if k, ok := uuidKey(id); ok {
-		_, found := d.u[k]
-		return found
+		return d.hasKey(k)
 	}
 	_, found := d.s[id]
 	return found
 }
 
-func (d idSet) add(id string) {
+func (d *idSet) add(id string) {
 	if k, ok := uuidKey(id); ok {
-		d.u[k] = struct{}{}
+		d.addKey(k)
 		return
 	}
 	d.s[id] = struct{}{}
 }
 
-func (d idSet) remove(id string) {
+func (d *idSet) remove(id string) {
 	if k, ok := uuidKey(id); ok {
 		delete(d.u, k)
 		return
@@ -474,4 +532,4 @@ func (d idSet) remove(id string) {
 	delete(d.s, id)
 }
 
-func (d idSet) len() int { return len(d.u) + len(d.s) }
+func (d *idSet) len() int { return len(d.u) + len(d.s) }
