@@ -285,10 +285,11 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 	rec.Version = next.Version()
 	v := verdict{rec: rec, next: next, txn: txn, deletions: dels}
 	if staged != nil {
-		if _, err := table.WithReadVersionSize(staged, txn.GetReadVersion()); err != nil {
+		landed, err := table.Land(staged, txn.GetReadVersion())
+		if err != nil {
 			return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 		}
-		v.staged = staged
+		v.landed = landed
 		return v, nil
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
@@ -300,11 +301,10 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 }
 
 // encode encodes v's record once, as the log stores it. A record whose
-// transaction is still the staged bytes (finish) gets it here, written
-// into the body: EncodeLanded cannot fail on bytes finish measured.
+// transaction is landed (finish) gets it here, written into the body.
 func (v verdict) encode() (declog.Encoded, error) {
-	if v.staged != nil && v.rec.Transaction == nil {
-		return declog.EncodeLanded(v.rec, v.staged, v.txn.GetReadVersion())
+	if v.landed.Len() > 0 && v.rec.Transaction == nil {
+		return declog.EncodeLanded(v.rec, v.landed)
 	}
 	return declog.Encode(v.rec)
 }

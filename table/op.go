@@ -170,17 +170,16 @@ func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
 // decoding keeps as an unknown field) is kept too. Errors wrap
 // ErrMalformed.
 func WithReadVersion(b []byte, rv uint64) ([]byte, error) {
-	n, err := WithReadVersionSize(b, rv)
+	n, err := withReadVersionSize(b, rv)
 	if err != nil {
 		return nil, err
 	}
 	return appendWithReadVersion(make([]byte, 0, n), b, rv), nil
 }
 
-// WithReadVersionSize returns len(WithReadVersion(b, rv)) without
-// building it, with WithReadVersion's errors: the size to reserve for
-// AppendWithReadVersion.
-func WithReadVersionSize(b []byte, rv uint64) (int, error) {
+// withReadVersionSize returns len(WithReadVersion(b, rv)) without
+// building it, with WithReadVersion's errors.
+func withReadVersionSize(b []byte, rv uint64) (int, error) {
 	n := pbwire.SizeUint(readVersionField, rv)
 	err := eachTxnField(b, func(num protowire.Number, typ protowire.Type, field []byte) {
 		if num != readVersionField || typ != protowire.VarintType {
@@ -190,11 +189,32 @@ func WithReadVersionSize(b []byte, rv uint64) (int, error) {
 	return n, err
 }
 
-// AppendWithReadVersion appends WithReadVersion(b, rv) to dst; b must be
-// one WithReadVersionSize accepted.
-func AppendWithReadVersion(dst, b []byte, rv uint64) []byte {
-	return appendWithReadVersion(dst, b, rv)
+// Landed is an encoded transaction with its read version set
+// (WithReadVersion), measured but not yet written: for writing it
+// straight into a larger message (declog.EncodeLanded).
+type Landed struct {
+	staged []byte
+	rv     uint64
+	n      int
 }
+
+// Land measures WithReadVersion(b, rv), with its errors.
+func Land(b []byte, rv uint64) (Landed, error) {
+	n, err := withReadVersionSize(b, rv)
+	if err != nil {
+		return Landed{}, err
+	}
+	return Landed{staged: b, rv: rv, n: n}, nil
+}
+
+// Len returns the length of the landed transaction's encoding.
+func (l Landed) Len() int { return l.n }
+
+// AppendTo appends the landed transaction's encoding to dst.
+func (l Landed) AppendTo(dst []byte) []byte { return appendWithReadVersion(dst, l.staged, l.rv) }
+
+// Bytes returns the landed transaction's encoding in a slice of its own.
+func (l Landed) Bytes() []byte { return l.AppendTo(make([]byte, 0, l.n)) }
 
 func appendWithReadVersion(dst, b []byte, rv uint64) []byte {
 	dst = pbwire.AppendUint(dst, readVersionField, rv)

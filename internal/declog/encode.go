@@ -51,24 +51,16 @@ func encodePlain(d *cellguardpb.Decision) []byte {
 }
 
 // EncodeLanded is Encode for a committed decision d whose transaction is
-// staged, as the producer staged it, with its read version set to rv
-// (table.WithReadVersion). It sets d.Transaction to those bytes, which it
-// writes straight into the record's body, d.Transaction a slice of it: one
-// allocation and one copy of the transaction instead of two. d must not
-// have a transaction yet. Errors are table.WithReadVersion's (d is then
-// unchanged) and Encode's.
-func EncodeLanded(d *cellguardpb.Decision, staged []byte, rv uint64) (Encoded, error) {
-	n, err := table.WithReadVersionSize(staged, rv)
-	if err != nil {
-		return Encoded{}, err
-	}
-	if !plainDecision(d) || len(d.Transaction) > 0 || n == 0 {
-		if d.Transaction, err = table.WithReadVersion(staged, rv); err != nil {
-			return Encoded{}, err
-		}
+// t, a staged transaction with its read version set. It sets
+// d.Transaction to t's bytes, which it writes straight into the record's
+// body, d.Transaction a slice of it: one allocation and one copy of the
+// transaction instead of two. d must not have a transaction yet.
+func EncodeLanded(d *cellguardpb.Decision, t table.Landed) (Encoded, error) {
+	if !plainDecision(d) || len(d.Transaction) > 0 || t.Len() == 0 {
+		d.Transaction = t.Bytes()
 		return Encode(d)
 	}
-	b, from, to := encodePlainWith(d, n, func(b []byte) []byte { return table.AppendWithReadVersion(b, staged, rv) })
+	b, from, to := encodePlainWith(d, t.Len(), t.AppendTo)
 	d.Transaction = b[from:to:to]
 	return Encoded{Decision: d, Body: b}, nil
 }
