@@ -59,7 +59,7 @@ func NewFragment(pb *lancepb.DataFragment) *Fragment {
 // without reflection (fragment_enc.go).
 func newFragmentWithID(pb *lancepb.DataFragment, id uint64) *Fragment {
 	if plainFragment(pb) { // nothing deleted, no optional part
-		return &Fragment{id: id, rows: pb.GetPhysicalRows(), enc: encodePlainFragment(pb, id)}
+		return newPlainFragment(pb, id)
 	}
 	if pb.GetId() == id || pb.GetId() != 0 {
 		c := proto.CloneOf(pb)

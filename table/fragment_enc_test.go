@@ -143,3 +143,21 @@ func TestEncodePlainFragmentEveryField(t *testing.T) {
 		check(&lancepb.DataFragment{Files: []*lancepb.DataFile{df}}, "file field "+string(fd.Name()))
 	}
 }
+
+// TestFragmentWithRoom checks the room a fragment's encoding gets: exactly
+// the size asked for, whatever the size class, and for the usual appended
+// fragment one allocation for the Fragment and its encoding together.
+func TestFragmentWithRoom(t *testing.T) {
+	for n := range 600 {
+		f, b := fragmentWithRoom(n)
+		if len(b) != 0 || cap(b) != n || f == nil || f.id != 0 || f.enc != nil || f.pb != nil {
+			t.Fatalf("fragmentWithRoom(%d): len %d cap %d, fragment %+v", n, len(b), cap(b), f)
+		}
+	}
+	pb := &lancepb.DataFragment{PhysicalRows: 1000, Files: []*lancepb.DataFile{{
+		Path: "data/0f3e9a2c-5b1d-4c7e-9a8b-2d6f4e1c3b5a.lance", Fields: []int32{0, 1, 2}, ColumnIndices: []int32{0, 1, 2},
+		FileMajorVersion: 2, FileMinorVersion: 1, FileSizeBytes: 123456}}}
+	if allocs := testing.AllocsPerRun(100, func() { newFragmentWithID(pb, 7) }); allocs != 1 {
+		t.Errorf("an appended fragment takes %.0f allocations; want 1", allocs)
+	}
+}
