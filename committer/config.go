@@ -203,8 +203,13 @@ const (
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
 
-// DefaultPartitions is the default Config.Partitions.
-const DefaultPartitions = 64
+// DefaultPartitions is the default Config.Partitions: enough for 16
+// committers to share the work and for balance within a few percent at
+// up to ~4 of them, and few enough that acks stay cheap. On a work-queue
+// stream every ack makes the server ask each consumer of the stream
+// whether it still needs the message, so an ack costs time linear in the
+// partition count (~6 µs of server CPU at 64, docs/design.md §4.7).
+const DefaultPartitions = 16
 
 // MaxPartitions is the largest partition count.
 const MaxPartitions = 1024

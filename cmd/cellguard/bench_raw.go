@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,7 @@ import (
 // dataset, or many); each batch of staged messages gets one decision
 // message each, published as an atomic batch, then acked. No decoding,
 // state, fencing or evaluation.
-func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int) error {
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int, groups *atomic.Int64) error {
 	nc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {
 		return err
@@ -54,7 +55,7 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer wg.Done()
 		defer nc.Close()
 		defer cc.Stop()
-		rawLoop(ctx, nc, sc, in, batch)
+		rawLoop(ctx, nc, sc, in, batch, groups)
 	}()
 	return nil
 }
@@ -79,8 +80,9 @@ func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, b
 }
 
 // rawLoop decides what arrives on in, up to batch messages at a time,
-// until ctx ends or a decision cannot be published.
-func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch int) {
+// until ctx ends or a decision cannot be published; groups counts the
+// groups appended.
+func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch int, groups *atomic.Int64) {
 	msgs := make([]jetstream.Msg, 0, batch)
 	for {
 		select {
@@ -95,6 +97,7 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 		if err := rawAppend(ctx, nc, sc, msgs); err != nil {
 			return
 		}
+		groups.Add(1)
 		for _, m := range msgs {
 			_ = m.Ack()
 		}
