@@ -85,7 +85,7 @@ stream.
                        burst; 0 otherwise)
   groups               groups of decisions appended to the decision log
                        after the set-up (an atomic batch, or a chain of
-                       single appends below 32); the table's "group"
+                       single appends below 32 on R1); the table's "group"
                        column is txns/groups, the group commit's reach
   cpu_us_per_txn       CPU time of the whole process (servers, committer or
                        raw loop, producers) after the set-up, per

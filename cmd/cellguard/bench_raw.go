@@ -55,7 +55,8 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer wg.Done()
 		defer nc.Close()
 		defer cc.Stop()
-		rawLoop(ctx, nc, sc, in, batch, groups)
+		_, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), Replicas: b.replicas})
+		rawLoop(ctx, nc, sc, in, batch, committer.AtomicBatchMinFor(decCfg), groups)
 	}()
 	return nil
 }
@@ -82,7 +83,7 @@ func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, b
 // rawLoop decides what arrives on in, up to batch messages at a time,
 // until ctx ends or a decision cannot be published; groups counts the
 // groups appended.
-func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch int, groups *atomic.Int64) {
+func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch, atomicMin int, groups *atomic.Int64) {
 	msgs := make([]jetstream.Msg, 0, batch)
 	for {
 		select {
@@ -94,7 +95,7 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 		for len(msgs) < batch && len(in) > 0 {
 			msgs = append(msgs, <-in)
 		}
-		if err := rawAppend(ctx, nc, sc, msgs); err != nil {
+		if err := rawAppend(ctx, nc, sc, msgs, atomicMin); err != nil {
 			return
 		}
 		groups.Add(1)
@@ -105,11 +106,11 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 }
 
 // rawAppend publishes one decision per message: as one atomic batch from
-// 32 messages on, as single publishes below (the committer's rule).
-func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jetstream.Msg) error {
-	if len(msgs) > 1 && len(msgs) < 32 {
+// atomicMin messages on, as single publishes below (the committer's rule).
+func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jetstream.Msg, atomicMin int) error {
+	if len(msgs) > 1 && len(msgs) < atomicMin {
 		for i := range msgs {
-			if err := rawAppend(ctx, nc, sc, msgs[i:i+1]); err != nil {
+			if err := rawAppend(ctx, nc, sc, msgs[i:i+1], atomicMin); err != nil {
 				return err
 			}
 		}
