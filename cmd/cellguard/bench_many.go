@@ -125,7 +125,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
-	meter.mark()
+	meter.mark(spec.datasets)
 	tr.reset()
 	n := spec.datasets * spec.per
 	b.prog.watch("transactions", tr, n)
@@ -141,7 +141,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
-	used := meter.since() // before measureMemory's collections
+	used := meter.since(spec.datasets + n) // before measureMemory's collections
 	mem, err := measureMemory()
 	if err != nil {
 		return outcome{}, err
@@ -154,7 +154,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 // the committer's connection.
 func (b *bencher) startMany(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, meter *runMeter) (stop func(), err error) {
 	if meter.reg == nil {
-		return func() {}, b.startRaw(ctx, wg, sc, manyBatch, &meter.rawGroups)
+		return func() {}, b.startRaw(ctx, wg, sc, manyBatch, &meter.raw)
 	}
 	cnc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {

@@ -14,15 +14,20 @@ import (
 // histogram, one observation per group appended) and the CPU time of the
 // whole process.
 type runMeter struct {
-	rawGroups atomic.Int64         // the raw loop's count
-	reg       *prometheus.Registry // the committer's metrics; nil for raw
-	base      metered              // at the end of the set-up
+	raw  appendCounts         // the raw loop's counts
+	reg  *prometheus.Registry // the committer's metrics; nil for raw
+	base metered              // at the end of the set-up
+}
+
+// appendCounts is what the raw loop appended.
+type appendCounts struct {
+	groups, decisions atomic.Int64
 }
 
 // metered is what a runMeter reads.
 type metered struct {
-	groups int64
-	cpu    time.Duration
+	groups, decisions int64
+	cpu               time.Duration
 }
 
 func newRunMeter(raw bool) *runMeter {
@@ -36,37 +41,52 @@ func newRunMeter(raw bool) *runMeter {
 // batchSizeMetric is the committer's histogram of decisions per group.
 const batchSizeMetric = "cellguard_committer_batch_size"
 
-func (m *runMeter) read() metered {
-	return metered{groups: m.groups(), cpu: processCPU()}
+// read reads the counts once they include decided decisions: a decision
+// is seen by the bench as soon as the log stores it, and counted by its
+// appender only when the append's answer is back (for at most a few
+// seconds: a count that never gets there is read as it is).
+func (m *runMeter) read(decided int) metered {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := m.counts()
+		if r.decisions >= int64(decided) || time.Now().After(deadline) {
+			r.cpu = processCPU()
+			return r
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
-func (m *runMeter) groups() int64 {
+func (m *runMeter) counts() metered {
 	if m.reg == nil {
-		return m.rawGroups.Load()
+		return metered{groups: m.raw.groups.Load(), decisions: m.raw.decisions.Load()}
 	}
 	mfs, err := m.reg.Gather()
 	if err != nil {
-		return 0
+		return metered{}
 	}
-	var n int64
+	var r metered
 	for _, mf := range mfs {
 		if mf.GetName() != batchSizeMetric {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
-			n += int64(s.GetHistogram().GetSampleCount())
+			r.groups += int64(s.GetHistogram().GetSampleCount())
+			r.decisions += int64(s.GetHistogram().GetSampleSum())
 		}
 	}
-	return n
+	return r
 }
 
-// mark notes the readings at the end of the set-up.
-func (m *runMeter) mark() { m.base = m.read() }
+// mark notes the readings at the end of the set-up, which decided
+// decisions.
+func (m *runMeter) mark(decided int) { m.base = m.read(decided) }
 
-// since is what the run used after the set-up.
-func (m *runMeter) since() metered {
-	now := m.read()
-	return metered{groups: now.groups - m.base.groups, cpu: now.cpu - m.base.cpu}
+// since is what the run used after the set-up, once decided decisions
+// (set-up included) are appended.
+func (m *runMeter) since(decided int) metered {
+	now := m.read(decided)
+	return metered{groups: now.groups - m.base.groups, decisions: now.decisions - m.base.decisions, cpu: now.cpu - m.base.cpu}
 }
 
 // processCPU is the CPU time (user and system, every thread) this process

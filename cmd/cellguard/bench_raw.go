@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,7 +24,7 @@ import (
 // dataset, or many); each batch of staged messages gets one decision
 // message each, published as an atomic batch, then acked. No decoding,
 // state, fencing or evaluation.
-func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int, groups *atomic.Int64) error {
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int, counts *appendCounts) error {
 	nc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {
 		return err
@@ -56,7 +55,7 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer nc.Close()
 		defer cc.Stop()
 		_, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), Replicas: b.replicas})
-		rawLoop(ctx, nc, sc, in, batch, committer.AtomicBatchMinFor(decCfg), groups)
+		rawLoop(ctx, nc, sc, in, batch, committer.AtomicBatchMinFor(decCfg), counts)
 	}()
 	return nil
 }
@@ -81,9 +80,9 @@ func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, b
 }
 
 // rawLoop decides what arrives on in, up to batch messages at a time,
-// until ctx ends or a decision cannot be published; groups counts the
-// groups appended.
-func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch, atomicMin int, groups *atomic.Int64) {
+// until ctx ends or a decision cannot be published, and counts what it
+// appended.
+func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch, atomicMin int, counts *appendCounts) {
 	msgs := make([]jetstream.Msg, 0, batch)
 	for {
 		select {
@@ -98,7 +97,8 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 		if err := rawAppend(ctx, nc, sc, msgs, atomicMin); err != nil {
 			return
 		}
-		groups.Add(1)
+		counts.groups.Add(1)
+		counts.decisions.Add(int64(len(msgs)))
 		for _, m := range msgs {
 			_ = m.Ack()
 		}

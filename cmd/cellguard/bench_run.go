@@ -205,7 +205,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	defer cancel()
 	meter := newRunMeter(spec.raw)
 	if spec.raw {
-		if err := b.startRaw(rctx, &wg, sc, spec.batch, &meter.rawGroups); err != nil {
+		if err := b.startRaw(rctx, &wg, sc, spec.batch, &meter.raw); err != nil {
 			return outcome{}, err
 		}
 	} else {
@@ -244,7 +244,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
-	meter.mark()
+	meter.mark(1)
 	tr.reset()
 	b.prog.watch("transactions", tr, b.n)
 	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
@@ -254,7 +254,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
-	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), meter: meter.since()}, nil
+	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), meter: meter.since(1 + b.n)}, nil
 }
 
 // produce stages b.n appends. At full speed (rate 0) each of b.producers
