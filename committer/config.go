@@ -45,8 +45,13 @@ type Config struct {
 	// commit; default 256, at most 1000).
 	BatchSize int
 	// AtomicBatchMin is the smallest group appended as one atomic batch;
-	// smaller groups go as a chain of single fenced appends (default 32;
-	// 1 means always atomic).
+	// smaller groups go as a chain of single fenced appends (1 means
+	// always atomic). The default follows the decision log's stream:
+	// 32 on a single-replica file stream, where the server stages each
+	// atomic batch in a file store of its own and syncs it to disk, and
+	// 2 on a replicated or memory stream, where an atomic batch costs
+	// about what one append does (one replication round for the group)
+	// and a chain would pay a round per decision.
 	AtomicBatchMin int
 	// MaxAckPending is each partition consumer's MaxAckPending (default
 	// the larger of 2×BatchSize and 4096). The messages of a dataset
@@ -203,8 +208,13 @@ const (
 	StepCheckpoint Step = "checkpoint"  // checkpoint about to be written
 )
 
-// DefaultPartitions is the default Config.Partitions.
-const DefaultPartitions = 64
+// DefaultPartitions is the default Config.Partitions: enough for 16
+// committers to share the work and for balance within a few percent at
+// up to ~4 of them, and few enough that acks stay cheap. On a work-queue
+// stream every ack makes the server ask each consumer of the stream
+// whether it still needs the message, so an ack costs time linear in the
+// partition count (~6 µs of server CPU at 64, docs/design.md §4.7).
+const DefaultPartitions = 16
 
 // MaxPartitions is the largest partition count.
 const MaxPartitions = 1024
@@ -248,9 +258,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 256
-	}
-	if c.AtomicBatchMin == 0 {
-		c.AtomicBatchMin = 32
 	}
 	if c.MaxAckPending == 0 {
 		c.MaxAckPending = max(2*c.BatchSize, 4096)
@@ -330,6 +337,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 1000:
 		return bad("BatchSize %d not in 1..1000 (the server's atomic batch limit)", c.BatchSize)
+	case c.AtomicBatchMin < 0:
+		return bad("AtomicBatchMin %d < 0", c.AtomicBatchMin)
 	case c.MaxAckPending < c.BatchSize:
 		return bad("MaxAckPending %d < BatchSize %d", c.MaxAckPending, c.BatchSize)
 	case c.PullExpiry*3 > c.PinnedTTL:

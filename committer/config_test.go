@@ -4,6 +4,11 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/natstest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -20,9 +25,54 @@ func TestConfigValidate(t *testing.T) {
 		"bad policy":             {DeletionPolicy: "lenient"},
 		"txn limit over msg max": {MaxTxnBytes: 2 << 20, StreamMaxMsgSize: 1 << 20},
 		"replicas":               {Replicas: 7},
+		"atomic batch min":       {AtomicBatchMin: -1},
 	} {
 		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalidConfig", name, err)
 		}
+	}
+}
+
+// TestAtomicBatchMinFollowsTheLog: unless configured, the smallest atomic
+// batch is 32 on a single-replica file log (the server syncs a file store
+// per atomic batch) and 2 on a memory or replicated one (a chain of
+// single appends would pay a round per decision).
+func TestAtomicBatchMinFollowsTheLog(t *testing.T) {
+	open := func(url string, cfg Config) *Committer {
+		t.Helper()
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		c, err := New(nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.openStreams(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	srv := natstest.RunServer(t)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int
+	}{
+		{"file R1", Config{Prefix: "f1"}, 32},
+		{"memory R1", Config{Prefix: "m1", Storage: jetstream.MemoryStorage, TxnMaxBytes: 16 << 20}, 2},
+		{"configured", Config{Prefix: "c1", AtomicBatchMin: 5}, 5},
+	} {
+		if got := open(srv.URL(), tc.cfg).atomicBatchMin(); got != tc.want {
+			t.Errorf("%s: atomicBatchMin() = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	cl := natstest.RunCluster(t, 3)
+	if got := open(cl.Servers[0].URL(), Config{Replicas: 3}).atomicBatchMin(); got != 2 {
+		t.Errorf("file R3: atomicBatchMin() = %d, want 2", got)
 	}
 }

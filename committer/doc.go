@@ -14,7 +14,7 @@
 //
 // CG_TXN's subject transform stores what is staged on <prefix>.txn.<ds>
 // under <prefix>.txp.<n>.<p>.<ds>, p = subject.Partition(ds, n): a fixed
-// number n of partitions (Config.Partitions, default 64), one durable
+// number n of partitions (Config.Partitions, default 16), one durable
 // pinned consumer each, whatever the number of datasets. A dataset has no
 // goroutine and no consumer of its own: the partition loop hands each
 // dataset's worker its messages, and an idle dataset costs only its

@@ -344,15 +344,13 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 const appendTimeout = 1500 * time.Millisecond
 
 // append appends recs fenced on expect. Batches of at least
-// AtomicBatchMin decisions go as one atomic batch; smaller ones as a chain
+// atomicBatchMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
-// got (an atomic batch has a fixed cost, an fsync on single-replica file
-// streams, that only pays off for larger groups). A chain that fails part
-// way is rolled back as a whole; the caller's catch-up reads back what did
-// land.
+// got. A chain that fails part way is rolled back as a whole; the
+// caller's catch-up reads back what did land.
 func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
 	c := w.c
-	if len(recs) >= c.cfg.AtomicBatchMin {
+	if len(recs) >= c.atomicBatchMin() {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.AppendEncoded(actx, w.ds, expect, recs)

@@ -83,6 +83,14 @@ stream.
                        size, dataset count and loop (committer runs at max
                        load and many-datasets runs in a closed loop or a
                        burst; 0 otherwise)
+  groups               groups of decisions appended to the decision log
+                       after the set-up (an atomic batch, or a chain of
+                       single appends below 32 on R1); the table's "group"
+                       column is txns/groups, the group commit's reach
+  cpu_us_per_txn       CPU time of the whole process (servers, committer or
+                       raw loop, producers) after the set-up, per
+                       transaction, in µs: a cost other work on the machine
+                       changes far less than it changes the rate
 
 -plot FILE.svg draws throughput and p50/p99 against batch size and against
 the number of datasets, committer beside raw JetStream.

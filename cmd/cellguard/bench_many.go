@@ -101,7 +101,8 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	stop, err := b.startMany(rctx, &wg, sc, spec.raw)
+	meter := newRunMeter(spec.raw)
+	stop, err := b.startMany(rctx, &wg, sc, meter)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -124,6 +125,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
+	meter.mark(spec.datasets)
 	tr.reset()
 	n := spec.datasets * spec.per
 	b.prog.watch("transactions", tr, n)
@@ -139,19 +141,20 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
+	used := meter.since(spec.datasets + n) // before measureMemory's collections
 	mem, err := measureMemory()
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{res: tr.result(n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem}, nil
+	return outcome{res: tr.result(n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem, meter: used}, nil
 }
 
-// startMany starts the raw loop, or one committer discovering every
-// dataset, on sc's streams until ctx ends; stop closes the committer's
-// connection.
-func (b *bencher) startMany(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, raw bool) (stop func(), err error) {
-	if raw {
-		return func() {}, b.startRaw(ctx, wg, sc, manyBatch)
+// startMany starts the raw loop (meter.reg nil), or one committer
+// discovering every dataset, on sc's streams until ctx ends; stop closes
+// the committer's connection.
+func (b *bencher) startMany(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, meter *runMeter) (stop func(), err error) {
+	if meter.reg == nil {
+		return func() {}, b.startRaw(ctx, wg, sc, manyBatch, &meter.raw)
 	}
 	cnc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {
@@ -160,6 +163,7 @@ func (b *bencher) startMany(ctx context.Context, wg *sync.WaitGroup, sc subject.
 	c, err := committer.New(cnc, committer.Config{
 		Prefix: sc.Prefix(), Logger: b.log, TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond, Replicas: b.replicas,
 		BatchSize: manyBatch, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes, Partitions: b.partitions,
+		Registerer: meter.reg,
 	})
 	if err == nil {
 		err = startCommitter(ctx, wg, c)

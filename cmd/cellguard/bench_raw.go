@@ -24,7 +24,7 @@ import (
 // dataset, or many); each batch of staged messages gets one decision
 // message each, published as an atomic batch, then acked. No decoding,
 // state, fencing or evaluation.
-func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int) error {
+func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.Scheme, batch int, counts *appendCounts) error {
 	nc, err := nats.Connect(b.url, nats.MaxReconnects(-1))
 	if err != nil {
 		return err
@@ -54,7 +54,8 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer wg.Done()
 		defer nc.Close()
 		defer cc.Stop()
-		rawLoop(ctx, nc, sc, in, batch)
+		_, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), Replicas: b.replicas})
+		rawLoop(ctx, nc, sc, in, batch, committer.AtomicBatchMinFor(decCfg), counts)
 	}()
 	return nil
 }
@@ -79,8 +80,9 @@ func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, b
 }
 
 // rawLoop decides what arrives on in, up to batch messages at a time,
-// until ctx ends or a decision cannot be published.
-func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch int) {
+// until ctx ends or a decision cannot be published, and counts what it
+// appended.
+func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan jetstream.Msg, batch, atomicMin int, counts *appendCounts) {
 	msgs := make([]jetstream.Msg, 0, batch)
 	for {
 		select {
@@ -92,9 +94,11 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 		for len(msgs) < batch && len(in) > 0 {
 			msgs = append(msgs, <-in)
 		}
-		if err := rawAppend(ctx, nc, sc, msgs); err != nil {
+		if err := rawAppend(ctx, nc, sc, msgs, atomicMin); err != nil {
 			return
 		}
+		counts.groups.Add(1)
+		counts.decisions.Add(int64(len(msgs)))
 		for _, m := range msgs {
 			_ = m.Ack()
 		}
@@ -102,11 +106,11 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 }
 
 // rawAppend publishes one decision per message: as one atomic batch from
-// 32 messages on, as single publishes below (the committer's rule).
-func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jetstream.Msg) error {
-	if len(msgs) > 1 && len(msgs) < 32 {
+// atomicMin messages on, as single publishes below (the committer's rule).
+func rawAppend(ctx context.Context, nc *nats.Conn, sc subject.Scheme, msgs []jetstream.Msg, atomicMin int) error {
+	if len(msgs) > 1 && len(msgs) < atomicMin {
 		for i := range msgs {
-			if err := rawAppend(ctx, nc, sc, msgs[i:i+1]); err != nil {
+			if err := rawAppend(ctx, nc, sc, msgs[i:i+1], atomicMin); err != nil {
 				return err
 			}
 		}

@@ -63,6 +63,7 @@ type outcome struct {
 	setup    time.Duration
 	replicas int
 	mem      *memReport // many-datasets runs
+	meter    metered    // after the set-up
 }
 
 // manyBatch is the batch size of the many-datasets runs.
@@ -101,6 +102,7 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
 	}
 	rec.record(out.res)
+	rec.Groups, rec.CPUPerTxnUs = out.meter.groups, float64(out.meter.cpu.Microseconds())/float64(rec.Txns)
 	rec.SetupSec, rec.RunSec = out.setup.Seconds(), time.Since(start).Seconds()
 	rec.Replicas, rec.RSSBytes = out.replicas, readRSS()
 	if out.mem != nil {
@@ -201,8 +203,9 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	meter := newRunMeter(spec.raw)
 	if spec.raw {
-		if err := b.startRaw(rctx, &wg, sc, spec.batch); err != nil {
+		if err := b.startRaw(rctx, &wg, sc, spec.batch, &meter.raw); err != nil {
 			return outcome{}, err
 		}
 	} else {
@@ -214,6 +217,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		c, err := committer.New(cnc, committer.Config{
 			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
 			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions,
+			Registerer: meter.reg,
 		})
 		if err != nil {
 			return outcome{}, err
@@ -240,6 +244,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
+	meter.mark(1)
 	tr.reset()
 	b.prog.watch("transactions", tr, b.n)
 	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
@@ -249,7 +254,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
-	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream())}, nil
+	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), meter: meter.since(1 + b.n)}, nil
 }
 
 // produce stages b.n appends. At full speed (rate 0) each of b.producers

@@ -131,6 +131,10 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 		t.Errorf("%s: no RSS", r.Name)
 	case r.Duplicates != 0 || r.OutOfOrder != 0:
 		t.Errorf("%s: %d duplicate decisions, %d out of their dataset's order", r.Name, r.Duplicates, r.OutOfOrder)
+	case r.Groups < 1 || r.Groups > int64(r.Txns):
+		t.Errorf("%s: %d groups appended for %d transactions", r.Name, r.Groups, r.Txns)
+	case r.CPUPerTxnUs <= 0:
+		t.Errorf("%s: CPU per transaction %v µs", r.Name, r.CPUPerTxnUs)
 	}
 	ratio := r.Kind == kindCommitter && (r.Load == loadMax || r.Load == loadDatasets) && r.Loop != loopOpen
 	if ratio != (r.VsRaw > 0) {
