@@ -186,11 +186,14 @@ func (b *Builder) Insert(f *Fragment) error {
 // false), or reports false when its neighbours leave no room.
 func (b *Builder) seqAfter(pid uint64, hasPrev bool) (uint64, bool) {
 	var prev uint64 // sequence key of the predecessor; 0 for none
-	next, hasNext := b.frags.order.Min()
+	var next uint64
+	var hasNext bool
 	if hasPrev {
 		e, _ := b.frags.byID.Get(pid)
 		prev = e.seq
 		next, hasNext = b.frags.order.Ceil(prev + 1)
+	} else {
+		next, hasNext = b.frags.order.Min()
 	}
 	if !hasNext {
 		return prev + seqGap, true
