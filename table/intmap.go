@@ -23,7 +23,8 @@ type intMap[V any] struct {
 	shift uint // bit position of the root's slot index; 0 for a one-level trie
 	size  int  // entries in the trie and the tail
 	tail  *tailBuf[V]
-	tn    int // entries of tail this map holds; 0 when tail is nil
+	tn    int    // entries of tail this map holds; 0 when tail is nil
+	tp    uint64 // tail.prefix, here so that a lookup outside the tail loads nothing more
 }
 
 const (
@@ -67,25 +68,27 @@ func capacityShift(key uint64) uint {
 	return ((n - 1) / imBits) * imBits
 }
 
-// Get returns the value stored at key.
-func (m intMap[V]) Get(key uint64) (V, bool) {
-	if m.inTail(key) {
-		if i, ok := m.tailSearch(key); ok {
+// Get returns the value stored at key. (A pointer receiver: a lookup
+// loads the few words it needs, not the whole map.)
+func (m *intMap[V]) Get(key uint64) (V, bool) {
+	if m.tn > 0 && key>>imBits == m.tp {
+		if i, ok := m.tail.search(m.tn, key); ok {
 			return m.tail.vals[i], true
 		}
 		var zero V
 		return zero, false
 	}
-	return m.trieGet(key)
+	return imGet(m.root, m.shift, key)
 }
 
-func (m intMap[V]) trieGet(key uint64) (V, bool) {
+// imGet returns the value at key in the trie under root.
+func imGet[V any](root *imNode[V], shift uint, key uint64) (V, bool) {
 	var zero V
-	if m.root == nil || capacityShift(key) > m.shift {
+	if root == nil || capacityShift(key) > shift {
 		return zero, false
 	}
-	n := m.root
-	for shift := m.shift; ; shift -= imBits {
+	n := root
+	for ; ; shift -= imBits {
 		slot := (key >> shift) & imMask
 		if n.used&(1<<slot) == 0 {
 			return zero, false
@@ -104,7 +107,7 @@ func (m intMap[V]) trieGet(key uint64) (V, bool) {
 func (m intMap[V]) Set(key uint64, v V) intMap[V] {
 	hi := key >> imBits
 	if m.tn > 0 {
-		prev := m.tail.prefix
+		prev := m.tp
 		switch {
 		case hi == prev:
 			return m.setInTail(key, v)
@@ -182,10 +185,10 @@ func imSet[V any](n *imNode[V], shift uint, key uint64, v V) (*imNode[V], bool) 
 
 // Delete returns a map without key.
 func (m intMap[V]) Delete(key uint64) intMap[V] {
-	if m.inTail(key) {
+	if m.tn > 0 && key>>imBits == m.tp {
 		return m.deleteFromTail(key)
 	}
-	if _, ok := m.trieGet(key); !ok {
+	if _, ok := imGet(m.root, m.shift, key); !ok {
 		return m
 	}
 	m.root = imDelete(m.root, m.shift, key)
@@ -226,7 +229,7 @@ func (m intMap[V]) All(yield func(uint64, V) bool) {
 		return
 	}
 	for i := range m.tn {
-		if !yield(m.tailKey(i), m.tail.vals[i]) {
+		if !yield(m.tail.key(i), m.tail.vals[i]) {
 			return
 		}
 	}
@@ -252,7 +255,7 @@ func imWalk[V any](n *imNode[V], shift uint, prefix uint64, yield func(uint64, V
 // Max returns the largest key, or false for an empty map.
 func (m intMap[V]) Max() (uint64, bool) {
 	if m.tn > 0 {
-		return m.tailKey(m.tn - 1), true
+		return m.tail.key(m.tn - 1), true
 	}
 	if m.root == nil {
 		return 0, false
@@ -275,7 +278,7 @@ func (m intMap[V]) Neighbors(k uint64) (below uint64, hasBelow bool, above uint6
 func (m intMap[V]) Min() (uint64, bool) {
 	if m.root == nil {
 		if m.tn > 0 {
-			return m.tailKey(0), true
+			return m.tail.key(0), true
 		}
 		return 0, false
 	}
@@ -284,8 +287,8 @@ func (m intMap[V]) Min() (uint64, bool) {
 
 // Floor returns the largest key that is at most k. It costs O(log32 maxKey).
 func (m intMap[V]) Floor(k uint64) (uint64, bool) {
-	if m.tn > 0 && k >= m.tailKey(0) {
-		return m.tailFloor(k), true
+	if m.tn > 0 && k >= m.tail.key(0) {
+		return m.tail.floor(m.tn, k), true
 	}
 	if m.root == nil {
 		return 0, false
@@ -298,15 +301,18 @@ func (m intMap[V]) Floor(k uint64) (uint64, bool) {
 
 // Ceil returns the smallest key that is at least k. It costs O(log32 maxKey).
 func (m intMap[V]) Ceil(k uint64) (uint64, bool) {
-	if m.tn > 0 && k >= m.tailKey(0) { // every trie key is below k
-		return m.tailCeil(k)
+	if m.tn > 0 && k >= m.tail.key(0) { // every trie key is below k
+		return m.tail.ceil(m.tn, k)
 	}
 	if m.root != nil && capacityShift(k) <= m.shift {
 		if key, ok := imCeil(m.root, m.shift, 0, k); ok {
 			return key, true
 		}
 	}
-	return m.tailCeil(k)
+	if m.tn == 0 {
+		return 0, false
+	}
+	return m.tail.ceil(m.tn, k)
 }
 
 func imMin[V any](n *imNode[V], shift uint, prefix uint64) uint64 {

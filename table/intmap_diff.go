@@ -52,7 +52,7 @@ func diffMaps[V comparable](a, b intMap[V], same func(x, y V) bool, fn func(key 
 // hi: its tail's, or the trie leaf's.
 func leafRange[V any](m intMap[V], hi uint64) (uint32, []V) {
 	if m.tn > 0 && m.tail.prefix == hi {
-		return m.tailUsed(), m.tail.vals[:m.tn]
+		return m.tail.used(m.tn), m.tail.vals[:m.tn]
 	}
 	key := hi << imBits
 	if m.root == nil || capacityShift(key) > m.shift {
@@ -79,9 +79,9 @@ func diffRange[V comparable](a, b intMap[V], hi uint64, same func(x, y V) bool, 
 		for i := min(a.tn, b.tn); i < max(a.tn, b.tn); i++ {
 			v := a.tail.vals[i]
 			if i < a.tn {
-				fn(a.tailKey(i), v, true, zero, false)
+				fn(a.tail.key(i), v, true, zero, false)
 			} else {
-				fn(a.tailKey(i), zero, false, v, true)
+				fn(a.tail.key(i), zero, false, v, true)
 			}
 		}
 		return

@@ -37,37 +37,35 @@ type tailBuf[V any] struct {
 	vals    [imWidth]V
 }
 
-// tailKey returns the key of tail entry i.
-func (m intMap[V]) tailKey(i int) uint64 {
-	return m.tail.prefix<<imBits | uint64(m.tail.slots[i])
+// The helpers below take the buffer and a version's entry count rather
+// than the map: a method on the map value would copy it (five words) on
+// every lookup, and the copy costs more than the lookup.
+
+// key returns the key of entry i.
+func (t *tailBuf[V]) key(i int) uint64 {
+	return t.prefix<<imBits | uint64(t.slots[i])
 }
 
-// inTail reports whether key falls in the tail's range (every key there
-// is in the tail; the trie holds none).
-func (m intMap[V]) inTail(key uint64) bool {
-	return m.tn > 0 && key>>imBits == m.tail.prefix
-}
-
-// tailSearch returns where key's slot is or would be among the tail's
+// search returns where key's slot is or would be among the first n
 // entries, and whether it is there. key must be in the tail's range.
-func (m intMap[V]) tailSearch(key uint64) (int, bool) {
+func (t *tailBuf[V]) search(n int, key uint64) (int, bool) {
 	s := uint8(key & imMask)
-	lo, hi := 0, m.tn
+	lo, hi := 0, n
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if m.tail.slots[mid] < s {
+		if t.slots[mid] < s {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	return lo, lo < m.tn && m.tail.slots[lo] == s
+	return lo, lo < n && t.slots[lo] == s
 }
 
-// tailUsed returns the bitmap of the tail's occupied slots.
-func (m intMap[V]) tailUsed() uint32 {
+// used returns the bitmap of the first n entries' slots.
+func (t *tailBuf[V]) used(n int) uint32 {
 	var used uint32
-	for _, s := range m.tail.slots[:m.tn] {
+	for _, s := range t.slots[:n] {
 		used |= 1 << s
 	}
 	return used
@@ -76,10 +74,10 @@ func (m intMap[V]) tailUsed() uint32 {
 // withTail returns m with its tail replaced by the first n entries of t
 // (none when n is 0) and size changed by delta.
 func (m intMap[V]) withTail(t *tailBuf[V], n, delta int) intMap[V] {
-	if n == 0 {
-		t = nil
+	m.tail, m.tn, m.tp, m.size = nil, 0, 0, m.size+delta
+	if n > 0 {
+		m.tail, m.tn, m.tp = t, n, t.prefix
 	}
-	m.tail, m.tn, m.size = t, n, m.size+delta
 	return m
 }
 
@@ -94,8 +92,8 @@ func (m intMap[V]) copyTail(n int) *tailBuf[V] {
 
 // setInTail binds key, in the tail's range, to v.
 func (m intMap[V]) setInTail(key uint64, v V) intMap[V] {
-	i, found := m.tailSearch(key)
 	n := m.tn
+	i, found := m.tail.search(n, key)
 	switch {
 	case found:
 		t := m.copyTail(n)
@@ -115,8 +113,8 @@ func (m intMap[V]) setInTail(key uint64, v V) intMap[V] {
 
 // deleteFromTail removes key, in the tail's range, if present.
 func (m intMap[V]) deleteFromTail(key uint64) intMap[V] {
-	i, found := m.tailSearch(key)
 	n := m.tn
+	i, found := m.tail.search(n, key)
 	switch {
 	case !found:
 		return m
@@ -143,7 +141,7 @@ func (m intMap[V]) flushTail() intMap[V] {
 	if m.tn == 0 {
 		return m
 	}
-	leaf := newLeaf[V](m.tailUsed())
+	leaf := newLeaf[V](m.tail.used(m.tn))
 	copy(leaf.values, m.tail.vals[:m.tn])
 	key := m.tail.prefix << imBits
 	root, shift := m.grown(key)
@@ -179,27 +177,28 @@ func imPlaceLeaf[V any](n *imNode[V], shift uint, key uint64, leaf *imNode[V]) *
 	return c
 }
 
-// tailFloor returns the largest tail key at most k; k must be at least
-// the tail's first key.
-func (m intMap[V]) tailFloor(k uint64) uint64 {
-	if k>>imBits > m.tail.prefix {
-		return m.tailKey(m.tn - 1)
+// floor returns the largest key at most k among the first n entries; k
+// must be at least the first entry's key.
+func (t *tailBuf[V]) floor(n int, k uint64) uint64 {
+	if k>>imBits > t.prefix {
+		return t.key(n - 1)
 	}
-	i, found := m.tailSearch(k)
+	i, found := t.search(n, k)
 	if found {
 		return k
 	}
-	return m.tailKey(i - 1)
+	return t.key(i - 1)
 }
 
-// tailCeil returns the smallest tail key at least k, if there is one.
-func (m intMap[V]) tailCeil(k uint64) (uint64, bool) {
-	if m.tn == 0 || k > m.tailKey(m.tn-1) {
+// ceil returns the smallest key at least k among the first n entries, if
+// there is one (none if n is 0).
+func (t *tailBuf[V]) ceil(n int, k uint64) (uint64, bool) {
+	if n == 0 || k > t.key(n-1) {
 		return 0, false
 	}
-	if k>>imBits < m.tail.prefix {
-		return m.tailKey(0), true
+	if k>>imBits < t.prefix {
+		return t.key(0), true
 	}
-	i, _ := m.tailSearch(k)
-	return m.tailKey(i), true
+	i, _ := t.search(n, k)
+	return t.key(i), true
 }
