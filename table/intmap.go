@@ -71,14 +71,27 @@ func capacityShift(key uint64) uint {
 // Get returns the value stored at key. (A pointer receiver: a lookup
 // loads the few words it needs, not the whole map.)
 func (m *intMap[V]) Get(key uint64) (V, bool) {
+	var zero V
 	if m.tn > 0 && key>>imBits == m.tp {
 		if i, ok := m.tail.search(m.tn, key); ok {
 			return m.tail.vals[i], true
 		}
-		var zero V
 		return zero, false
 	}
-	return imGet(m.root, m.shift, key)
+	if m.root == nil || capacityShift(key) > m.shift { // imGet, written out: lookups are hot
+		return zero, false
+	}
+	n := m.root
+	for shift := m.shift; ; shift -= imBits {
+		slot := (key >> shift) & imMask
+		if n.used&(1<<slot) == 0 {
+			return zero, false
+		}
+		if shift == 0 {
+			return n.values[n.rank(slot)], true
+		}
+		n = n.child(slot)
+	}
 }
 
 // imGet returns the value at key in the trie under root.
