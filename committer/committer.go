@@ -40,6 +40,9 @@ type Committer struct {
 	plane   DataPlane // dataset locations: deletion files
 	policy  evaluator.DeletionPolicy
 	budget  *cacheBudget // nil: no shared cache budget
+	// atomicMin is the smallest group appended as one atomic batch:
+	// Config.AtomicBatchMin, or AtomicBatchMinFor the decision log (useStreams).
+	atomicMin int
 
 	ready    atomic.Bool
 	mu       sync.Mutex

@@ -64,15 +64,15 @@ func TestAtomicBatchMinFollowsTheLog(t *testing.T) {
 		{"memory R1", Config{Prefix: "m1", Storage: jetstream.MemoryStorage, TxnMaxBytes: 16 << 20}, 2},
 		{"configured", Config{Prefix: "c1", AtomicBatchMin: 5}, 5},
 	} {
-		if got := open(srv.URL(), tc.cfg).atomicBatchMin(); got != tc.want {
-			t.Errorf("%s: atomicBatchMin() = %d, want %d", tc.name, got, tc.want)
+		if got := open(srv.URL(), tc.cfg).atomicMin; got != tc.want {
+			t.Errorf("%s: atomicMin = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	if testing.Short() {
 		return
 	}
 	cl := natstest.RunCluster(t, 3)
-	if got := open(cl.Servers[0].URL(), Config{Replicas: 3}).atomicBatchMin(); got != 2 {
-		t.Errorf("file R3: atomicBatchMin() = %d, want 2", got)
+	if got := open(cl.Servers[0].URL(), Config{Replicas: 3}).atomicMin; got != 2 {
+		t.Errorf("file R3: atomicMin = %d, want 2", got)
 	}
 }

@@ -43,6 +43,14 @@ const logAttempts = 5
 // decision log over them.
 func (c *Committer) useStreams(txn, dec jetstream.Stream, obj jetstream.ObjectStore) {
 	c.txn, c.dec, c.obj = txn, dec, obj
+	c.atomicMin = c.cfg.AtomicBatchMin
+	if c.atomicMin == 0 {
+		var log jetstream.StreamConfig
+		if info := dec.CachedInfo(); info != nil {
+			log = info.Config
+		}
+		c.atomicMin = AtomicBatchMinFor(log)
+	}
 	c.dl = declog.New(c.js, c.sc, dec, obj, declog.Options{
 		RequestTimeout: logRequestTimeout,
 		MidBatch:       func(ds string) error { return c.step(StepMidBatch, ds) },
@@ -98,28 +106,12 @@ func (c *Committer) record(ctx context.Context, seq uint64) (declog.Record, erro
 	return r, nil
 }
 
-// atomicBatchMin is the smallest group appended as one atomic batch
-// (Config.AtomicBatchMin): as configured, or AtomicBatchMinFor the
-// decision log's stream.
-func (c *Committer) atomicBatchMin() int {
-	if c.cfg.AtomicBatchMin > 0 {
-		return c.cfg.AtomicBatchMin
-	}
-	var log jetstream.StreamConfig
-	if c.dec != nil {
-		if info := c.dec.CachedInfo(); info != nil {
-			log = info.Config
-		}
-	}
-	return AtomicBatchMinFor(log)
-}
-
 // AtomicBatchMinFor is the smallest group worth an atomic batch on a
 // decision log stream configured as log. On a single-replica file stream
 // the server stages an atomic batch in a file store of its own, created
 // and synced to disk per batch (milliseconds on a plain disk): it pays
-// off from about 32 decisions, against a chain of single appends of ~0.2
-// ms each. On a replicated or memory stream it stages the batch in
+// off from a few dozen decisions, against a chain of single appends of
+// tens to hundreds of microseconds each. On a replicated or memory stream it stages the batch in
 // memory and replicates the group in one round, while a chain pays a
 // round per decision: every group goes atomic.
 func AtomicBatchMinFor(log jetstream.StreamConfig) int {

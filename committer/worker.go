@@ -344,13 +344,13 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 const appendTimeout = 1500 * time.Millisecond
 
 // append appends recs fenced on expect. Batches of at least
-// atomicBatchMin decisions go as one atomic batch; smaller ones as a chain
+// Committer.atomicMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
 // got. A chain that fails part way is rolled back as a whole; the
 // caller's catch-up reads back what did land.
 func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
 	c := w.c
-	if len(recs) >= c.atomicBatchMin() {
+	if len(recs) >= c.atomicMin {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.AppendEncoded(actx, w.ds, expect, recs)

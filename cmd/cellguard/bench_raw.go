@@ -34,7 +34,8 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		nc.Close()
 		return err
 	}
-	if err := createRaw(ctx, js, sc, batch, b.replicas); err != nil {
+	atomicMin, err := createRaw(ctx, js, sc, batch, b.replicas)
+	if err != nil {
 		nc.Close()
 		return err
 	}
@@ -54,8 +55,7 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		defer wg.Done()
 		defer nc.Close()
 		defer cc.Stop()
-		_, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), Replicas: b.replicas})
-		rawLoop(ctx, nc, sc, in, batch, committer.AtomicBatchMinFor(decCfg), counts)
+		rawLoop(ctx, nc, sc, in, batch, atomicMin, counts)
 	}()
 	return nil
 }
@@ -63,20 +63,22 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 // createRaw creates the streams, as the committer would, and the raw
 // loop's consumer over the whole staging stream (no filter: it takes the
 // staged subjects in whatever form the stream stores them, plain or
-// partitioned).
-func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, batch, replicas int) error {
+// partitioned). It returns the smallest group to append atomically on
+// the decision stream, as the committer would choose it.
+func createRaw(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, batch, replicas int) (atomicMin int, err error) {
 	txnCfg, decCfg := committer.StreamConfigs(committer.Config{Prefix: sc.Prefix(), TxnMaxBytes: 256 << 20, Replicas: replicas})
 	if _, err := js.CreateOrUpdateStream(ctx, txnCfg); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, decCfg); err != nil {
-		return err
+	dec, err := js.CreateOrUpdateStream(ctx, decCfg)
+	if err != nil {
+		return 0, err
 	}
-	_, err := js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
+	_, err = js.CreateOrUpdateConsumer(ctx, txnCfg.Name, jetstream.ConsumerConfig{
 		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy,
 		MaxAckPending: 2 * batch, AckWait: 30 * time.Second,
 	})
-	return err
+	return committer.AtomicBatchMinFor(dec.CachedInfo().Config), err
 }
 
 // rawLoop decides what arrives on in, up to batch messages at a time,
