@@ -115,7 +115,7 @@ func TestUUIDKeyMatchesHex(t *testing.T) {
 		t.Helper()
 		gk, gok := uuidKey(id)
 		wk, wok := ref(id)
-		if gok != wok || gok && gk != wk {
+		if gok != wok || gok && gk.bytes() != wk {
 			t.Fatalf("uuidKey(%q) = %x, %v; want %x, %v", id, gk, gok, wk, wok)
 		}
 	}

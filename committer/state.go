@@ -3,10 +3,8 @@ package committer
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 
 	"github.com/nats-io/nats.go"
@@ -124,10 +122,8 @@ type state struct {
 // is taken between batches, never with provisional decisions.
 func (s *state) logState() *declog.LogState {
 	ls := &declog.LogState{IndexFirst: s.versionSeq.first, IndexSeqs: slices.Clone(s.versionSeq.seqs)}
-	ls.UUIDs = make([][16]byte, 0, len(s.decided.u))
-	for u := range s.decided.u {
-		ls.UUIDs = append(ls.UUIDs, u)
-	}
+	ls.UUIDs = make([][16]byte, 0, s.decided.n)
+	s.decided.each(func(k idKey) { ls.UUIDs = append(ls.UUIDs, k.bytes()) })
 	ls.IDs = make([]string, 0, len(s.decided.s))
 	for id := range s.decided.s {
 		ls.IDs = append(ls.IDs, id)
@@ -140,7 +136,7 @@ func (s *state) logState() *declog.LogState {
 func (s *state) setLogState(cp declog.Checkpoint) {
 	ls := cp.Log
 	for _, u := range ls.UUIDs {
-		s.decided.addKey(u)
+		s.decided.addKey(keyOf(u))
 	}
 	for _, id := range ls.IDs {
 		s.decided.s[id] = struct{}{}
@@ -408,128 +404,3 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 	s.evictByCost()
 	return nil
 }
-
-// idSet holds decided transaction ids; uuids are stored as 16 bytes.
-//
-// Most uuids looked up are new, and in a set of hundreds of thousands a
-// map probe for one is a cache miss. So a filter of a few bits per uuid
-// stands in front of the map: a uuid whose bit is clear was never added
-// and is not looked up. Bits are set by every add and never cleared by a
-// remove (a removed uuid costs a probe, never a wrong answer); the filter
-// is rebuilt from the map, twice as large, when the set outgrows it.
-type idSet struct {
-	u     map[[16]byte]struct{}
-	s     map[string]struct{}
-	seen  []uint64 // the filter: bit filterBit(k) is set for every k in u
-	shift uint     // 64 - log2 of the filter's bits
-}
-
-// Bits of filter per uuid: between idFilterBits and twice that, it lets
-// through about 5–10 % of the uuids not in the set.
-const idFilterBits = 8
-
-func newIDSet() idSet { return idSet{u: map[[16]byte]struct{}{}, s: map[string]struct{}{}} }
-
-// filterBit returns k's bit in a filter of 1<<(64-shift) bits.
-func filterBit(k [16]byte, shift uint) uint64 {
-	x := binary.LittleEndian.Uint64(k[:8]) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[8:]), 29)
-	return (x * 0x9e3779b97f4a7c15) >> shift
-}
-
-func (d *idSet) mayHave(k [16]byte) bool {
-	if d.seen == nil {
-		return true
-	}
-	b := filterBit(k, d.shift)
-	return d.seen[b>>6]&(1<<(b&63)) != 0
-}
-
-func (d *idSet) hasKey(k [16]byte) bool {
-	if !d.mayHave(k) {
-		return false
-	}
-	_, found := d.u[k]
-	return found
-}
-
-// addKey adds uuid k.
-func (d *idSet) addKey(k [16]byte) {
-	d.u[k] = struct{}{}
-	if len(d.u)*idFilterBits > len(d.seen)*64 {
-		d.rebuild()
-		return
-	}
-	b := filterBit(k, d.shift)
-	d.seen[b>>6] |= 1 << (b & 63)
-}
-
-// rebuild makes a filter of 2*idFilterBits bits per uuid in the set (at
-// least 1024) and sets the bit of each.
-func (d *idSet) rebuild() {
-	n := uint(bits.Len(uint(max(2*idFilterBits*len(d.u), 1024)) - 1)) // log2 of the bits, rounded up
-	d.seen, d.shift = make([]uint64, 1<<n/64), 64-n
-	for k := range d.u {
-		b := filterBit(k, d.shift)
-		d.seen[b>>6] |= 1 << (b & 63)
-	}
-}
-
-func uuidKey(id string) ([16]byte, bool) {
-	var k [16]byte
-	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
-		return k, false
-	}
-	for i, at := range uuidBytes {
-		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
-		if (hi|lo)&0xf0 != 0 {
-			return [16]byte{}, false // not hex, or upper case: keep case-distinct ids distinct
-		}
-		k[i] = hi<<4 | lo
-	}
-	return k, true
-}
-
-// uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in
-// its text form.
-var uuidBytes = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
-
-// lowerHex maps a lower-case hex digit to its value, anything else to 0xff.
-var lowerHex = func() (t [256]byte) {
-	for c := range t {
-		switch {
-		case '0' <= c && c <= '9':
-			t[c] = byte(c - '0')
-		case 'a' <= c && c <= 'f':
-			t[c] = byte(c - 'a' + 10)
-		default:
-			t[c] = 0xff
-		}
-	}
-	return t
-}()
-
-func (d *idSet) has(id string) bool {
-	if k, ok := uuidKey(id); ok {
-		return d.hasKey(k)
-	}
-	_, found := d.s[id]
-	return found
-}
-
-func (d *idSet) add(id string) {
-	if k, ok := uuidKey(id); ok {
-		d.addKey(k)
-		return
-	}
-	d.s[id] = struct{}{}
-}
-
-func (d *idSet) remove(id string) {
-	if k, ok := uuidKey(id); ok {
-		delete(d.u, k)
-		return
-	}
-	delete(d.s, id)
-}
-
-func (d *idSet) len() int { return len(d.u) + len(d.s) }

@@ -2,8 +2,6 @@ package committer
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"cellguard/proto/cellguardpb"
@@ -119,61 +117,5 @@ func TestIDSet(t *testing.T) {
 	s.remove(u)
 	if s.has(u) || s.len() != 2 {
 		t.Errorf("after remove: has=%v len=%d", s.has(u), s.len())
-	}
-}
-
-// TestIDSetFilterMatchesMap checks the decided-id set, with its filter,
-// against a plain Go map: uuids added (one by one and in bulk, as from a
-// checkpoint), removed (rollback) and added again, through the filter's
-// rebuilds, and looked up present and absent.
-func TestIDSetFilterMatchesMap(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	s := newIDSet()
-	ref := map[string]bool{}
-	var ids []string
-	for step := range 40000 {
-		switch op := r.IntN(10); {
-		case op < 6 || len(ids) == 0:
-			id := newUUID()
-			if r.IntN(50) == 0 {
-				id = fmt.Sprintf("seq-%d", step) // not a uuid
-			}
-			if r.IntN(3) == 0 {
-				if k, ok := uuidKey(id); ok {
-					s.addKey(k)
-				} else {
-					s.add(id)
-				}
-			} else {
-				s.add(id)
-			}
-			ref[id] = true
-			ids = append(ids, id)
-		case op < 8:
-			id := ids[r.IntN(len(ids))]
-			s.remove(id)
-			delete(ref, id)
-		default:
-			id := ids[r.IntN(len(ids))]
-			s.add(id)
-			ref[id] = true
-		}
-		if s.len() != len(ref) {
-			t.Fatalf("step %d: len %d; want %d", step, s.len(), len(ref))
-		}
-		for range 3 {
-			id := ids[r.IntN(len(ids))]
-			if s.has(id) != ref[id] {
-				t.Fatalf("step %d: has(%s) = %v; want %v", step, id, s.has(id), ref[id])
-			}
-		}
-		if id := newUUID(); s.has(id) {
-			t.Fatalf("step %d: has a uuid never added", step)
-		}
-	}
-	for _, id := range ids {
-		if s.has(id) != ref[id] {
-			t.Fatalf("has(%s) = %v; want %v", id, s.has(id), ref[id])
-		}
 	}
 }

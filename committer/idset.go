@@ -1,0 +1,343 @@
+package committer
+
+// idset.go is the set of decided transaction ids, which every decision
+// looks up once and, almost always, adds to.
+//
+// Ids are uuids nearly always, kept as 16 bytes; anything else is kept as
+// a string in a plain map. The uuids of a busy dataset number hundreds of
+// thousands, and a hash map that large costs a cache (and TLB) miss on
+// every insert, about half a microsecond: a sixth of a decision. So the
+// uuids are kept as a small log-structured set instead:
+//
+//   - pending, a small map of the latest adds, which stays in cache;
+//   - runs, sorted arrays of the older ones, each more than twice as long
+//     as the next. When pending is full its keys are sorted into a new
+//     run, merged with every run not longer than it: sequential reads and
+//     writes, a few nanoseconds per key, each key merged O(log n) times;
+//   - gone, the uuids removed (a rolled-back decision) while in a run:
+//     rare, and dropped from the runs at the next flush;
+//   - a filter of a few bits per uuid in front of all of it. Most uuids
+//     looked up are new; one whose bit is clear is answered at once. Bits
+//     are set by every add and never cleared (a removed uuid costs a
+//     search, never a wrong answer); the filter is rebuilt, twice as
+//     large, when the set outgrows it.
+//
+// A lookup the filter lets through (a uuid decided before, or one new
+// uuid in tens) searches pending and then each run, starting where a
+// uniformly random key would sit (random uuids are uniform) and widening
+// from there: a few cache lines for random uuids, a binary search for
+// any others. TestIDSetMatchesMap checks the set against a Go map.
+
+import (
+	"cmp"
+	"encoding/binary"
+	"maps"
+	"math/bits"
+	"slices"
+)
+
+// idPending is how many uuids pending holds before they become a run.
+const idPending = 1024
+
+// Bits of filter per uuid: between idFilterBits and twice that, two bits
+// per uuid in one word let through about 1–5 % of the uuids not in the
+// set.
+const idFilterBits = 8
+
+// idKey is a uuid as two big-endian words: ordered as its bytes are.
+type idKey struct{ hi, lo uint64 }
+
+func keyOf(k [16]byte) idKey {
+	return idKey{binary.BigEndian.Uint64(k[:8]), binary.BigEndian.Uint64(k[8:])}
+}
+
+func (k idKey) bytes() (b [16]byte) {
+	binary.BigEndian.PutUint64(b[:8], k.hi)
+	binary.BigEndian.PutUint64(b[8:], k.lo)
+	return b
+}
+
+func cmpKey(a, b idKey) int {
+	if a.hi != b.hi {
+		return cmp.Compare(a.hi, b.hi)
+	}
+	return cmp.Compare(a.lo, b.lo)
+}
+
+// idSet holds decided transaction ids (see the file comment).
+type idSet struct {
+	pending map[idKey]struct{}
+	runs    [][]idKey // sorted, no key twice, longest first
+	gone    map[idKey]struct{}
+	n       int // uuids in the set: pending, plus runs, minus gone
+	s       map[string]struct{}
+	seen    []uint64 // the filter: both bits of every key in the set are set
+	shift   uint     // 64 - log2 of the filter's words
+}
+
+func newIDSet() idSet {
+	return idSet{pending: make(map[idKey]struct{}, idPending), gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
+}
+
+// filterBits returns k's word in a filter of 1<<(64-shift) words and
+// the two bits it sets there.
+func filterBits(k idKey, shift uint) (word uint64, mask uint64) {
+	x := (k.hi ^ bits.RotateLeft64(k.lo, 29)) * 0x9e3779b97f4a7c15
+	return x >> shift, 1<<(x>>20&63) | 1<<(x>>26&63) // the product's middle bits: well mixed
+}
+
+func (d *idSet) mayHave(k idKey) bool {
+	if d.seen == nil {
+		return true
+	}
+	w, m := filterBits(k, d.shift)
+	return d.seen[w]&m == m
+}
+
+func (d *idSet) hasKey(k idKey) bool {
+	if !d.mayHave(k) {
+		return false
+	}
+	if _, ok := d.pending[k]; ok {
+		return true
+	}
+	return d.inRuns(k)
+}
+
+// inRuns reports whether k is in a run and not gone.
+func (d *idSet) inRuns(k idKey) bool {
+	for _, r := range d.runs {
+		if _, ok := findKey(r, k); ok {
+			return !inMap(d.gone, k)
+		}
+	}
+	return false
+}
+
+// addKey adds uuid k.
+func (d *idSet) addKey(k idKey) {
+	if d.hasKey(k) {
+		return
+	}
+	if _, ok := d.gone[k]; ok {
+		delete(d.gone, k) // back in the run it never left
+	} else {
+		d.pending[k] = struct{}{}
+		if len(d.pending) >= idPending {
+			d.flush()
+		}
+	}
+	d.n++
+	if d.n*idFilterBits > len(d.seen)*64 {
+		d.rebuild()
+		return
+	}
+	w, m := filterBits(k, d.shift)
+	d.seen[w] |= m
+}
+
+func (d *idSet) removeKey(k idKey) {
+	if _, ok := d.pending[k]; ok {
+		delete(d.pending, k)
+		d.n--
+		return
+	}
+	if d.inRuns(k) {
+		d.gone[k] = struct{}{}
+		d.n--
+	}
+}
+
+// flush sorts pending into a run and merges it with the runs not longer
+// than it. With removed uuids still in the runs, all runs are merged
+// into one without them.
+func (d *idSet) flush() {
+	r := slices.SortedFunc(maps.Keys(d.pending), cmpKey)
+	clear(d.pending)
+	if len(d.gone) > 0 {
+		for _, old := range slices.Backward(d.runs) { // shortest first
+			r = mergeRuns(old, r, d.gone)
+		}
+		d.runs = append(d.runs[:0], r)
+		clear(d.gone)
+		return
+	}
+	for len(d.runs) > 0 && len(d.runs[len(d.runs)-1]) <= 2*len(r) {
+		r = mergeRuns(d.runs[len(d.runs)-1], r, nil)
+		d.runs = d.runs[:len(d.runs)-1]
+	}
+	d.runs = append(d.runs, r)
+}
+
+// mergeRuns returns the sorted union of sorted a and b, without the keys
+// in drop.
+func mergeRuns(a, b []idKey, drop map[idKey]struct{}) []idKey {
+	out := make([]idKey, 0, len(a)+len(b))
+	keep := func(k idKey) {
+		if !inMap(drop, k) {
+			out = append(out, k)
+		}
+	}
+	for len(a) > 0 && len(b) > 0 {
+		switch c := cmpKey(a[0], b[0]); {
+		case c < 0:
+			keep(a[0])
+			a = a[1:]
+		case c > 0:
+			keep(b[0])
+			b = b[1:]
+		default:
+			keep(a[0])
+			a, b = a[1:], b[1:]
+		}
+	}
+	for _, k := range a {
+		keep(k)
+	}
+	for _, k := range b {
+		keep(k)
+	}
+	return out
+}
+
+// findKey returns where k is, or would be, in sorted run r. It starts
+// where k would sit if the keys were uniform (random uuids are), widens
+// in doubling steps until k is bracketed, and searches the bracket.
+func findKey(r []idKey, k idKey) (int, bool) {
+	n := len(r)
+	if n == 0 {
+		return 0, false
+	}
+	g, _ := bits.Mul64(k.hi, uint64(n)) // < n
+	i := int(g)
+	var lo, hi int // the first key ≥ k is at an index in [lo, hi]
+	if cmpKey(r[i], k) < 0 {
+		lo, hi = widenUp(r, k, i+1)
+	} else {
+		lo, hi = widenDown(r, k, i)
+	}
+	p, found := slices.BinarySearchFunc(r[lo:hi], k, cmpKey)
+	p += lo
+	return p, found || p < n && r[p] == k
+}
+
+// widenUp brackets the first key ≥ k in r, knowing every key before
+// from is less than k: steps of 1, 2, 4… up from from.
+func widenUp(r []idKey, k idKey, from int) (lo, hi int) {
+	lo, hi = from, len(r)
+	for step := 1; lo+step-1 < len(r); step *= 2 {
+		j := lo + step - 1
+		if cmpKey(r[j], k) >= 0 {
+			return lo, j
+		}
+		lo = j + 1
+	}
+	return lo, hi
+}
+
+// widenDown brackets the first key ≥ k in r, knowing r[to] ≥ k: steps
+// of 1, 2, 4… down from to.
+func widenDown(r []idKey, k idKey, to int) (lo, hi int) {
+	hi = to
+	for step := 1; hi-step >= 0; step *= 2 {
+		j := hi - step
+		if cmpKey(r[j], k) < 0 {
+			return j + 1, hi
+		}
+		hi = j
+	}
+	return 0, hi
+}
+
+func inMap(m map[idKey]struct{}, k idKey) bool {
+	if len(m) == 0 {
+		return false
+	}
+	_, ok := m[k]
+	return ok
+}
+
+// each calls f with every uuid in the set.
+func (d *idSet) each(f func(idKey)) {
+	for k := range d.pending {
+		f(k)
+	}
+	for _, r := range d.runs {
+		for _, k := range r {
+			if !inMap(d.gone, k) {
+				f(k)
+			}
+		}
+	}
+}
+
+// rebuild makes a filter of 2*idFilterBits bits per uuid in the set (at
+// least 1024) and sets the bits of each.
+func (d *idSet) rebuild() {
+	n := uint(bits.Len(uint(max(2*idFilterBits*d.n/64, 16)) - 1)) // log2 of the words, rounded up
+	d.seen, d.shift = make([]uint64, 1<<n), 64-n
+	d.each(func(k idKey) {
+		w, m := filterBits(k, d.shift)
+		d.seen[w] |= m
+	})
+}
+
+func uuidKey(id string) (idKey, bool) {
+	var k [16]byte
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+		return idKey{}, false
+	}
+	for i, at := range uuidBytes {
+		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
+		if (hi|lo)&0xf0 != 0 {
+			return idKey{}, false // not hex, or upper case: keep case-distinct ids distinct
+		}
+		k[i] = hi<<4 | lo
+	}
+	return keyOf(k), true
+}
+
+// uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in
+// its text form.
+var uuidBytes = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex maps a lower-case hex digit to its value, anything else to 0xff.
+var lowerHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
+	}
+	return t
+}()
+
+func (d *idSet) has(id string) bool {
+	if k, ok := uuidKey(id); ok {
+		return d.hasKey(k)
+	}
+	_, found := d.s[id]
+	return found
+}
+
+func (d *idSet) add(id string) {
+	if k, ok := uuidKey(id); ok {
+		d.addKey(k)
+		return
+	}
+	d.s[id] = struct{}{}
+}
+
+func (d *idSet) remove(id string) {
+	if k, ok := uuidKey(id); ok {
+		d.removeKey(k)
+		return
+	}
+	delete(d.s, id)
+}
+
+func (d *idSet) len() int { return d.n + len(d.s) }

@@ -1,0 +1,158 @@
+package committer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestIDSetMatchesMap checks the decided-id set against a plain Go map:
+// uuids added (one by one and in bulk, as from a checkpoint), removed
+// (rollback, from pending and from the runs) and added again, through
+// flushes, merges and the filter's rebuilds, looked up present and
+// absent, and listed (each, as a checkpoint takes them). Besides random
+// uuids it adds ordered and clustered ones, which the uniform guess of
+// findKey places badly, so the widening search is exercised too.
+func TestIDSetMatchesMap(t *testing.T) {
+	for _, kind := range []string{"random", "ordered", "clustered"} {
+		t.Run(kind, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, 6))
+			next := 0
+			newID := func() string {
+				next++
+				switch kind {
+				case "ordered":
+					return fmt.Sprintf("%08x-0000-4000-8000-%012x", next/7, next)
+				case "clustered":
+					return fmt.Sprintf("0000%04x-0000-4000-8000-%012x", r.IntN(4), r.Uint64()>>16)
+				}
+				return newUUID()
+			}
+			checkIDSet(t, r, newID)
+		})
+	}
+}
+
+func checkIDSet(t *testing.T, r *rand.Rand, newID func() string) {
+	s := newIDSet()
+	ref := map[string]bool{}
+	var ids []string
+	maxRuns := 0
+	for step := range 30000 {
+		maxRuns = max(maxRuns, len(s.runs))
+		quiet := step/4000%2 == 1 // no removes: runs pile up and merge
+		switch op := r.IntN(20); {
+		case op < 12 || len(ids) == 0 || quiet && op < 15:
+			id := newID()
+			if r.IntN(50) == 0 {
+				id = fmt.Sprintf("seq-%d", step) // not a uuid
+			}
+			if k, ok := uuidKey(id); ok && r.IntN(3) == 0 {
+				s.addKey(k)
+			} else {
+				s.add(id)
+			}
+			ref[id] = true
+			ids = append(ids, id)
+		case op < 15: // a rollback of the latest decisions, or of any
+			id := ids[len(ids)-1-r.IntN(min(len(ids), 2000))]
+			if r.IntN(4) == 0 {
+				id = ids[r.IntN(len(ids))]
+			}
+			s.remove(id)
+			delete(ref, id)
+		default:
+			id := ids[r.IntN(len(ids))]
+			s.add(id)
+			ref[id] = true
+		}
+		if s.len() != len(ref) {
+			t.Fatalf("step %d: len %d; want %d", step, s.len(), len(ref))
+		}
+		for range 3 {
+			id := ids[r.IntN(len(ids))]
+			if s.has(id) != ref[id] {
+				t.Fatalf("step %d: has(%s) = %v; want %v", step, id, s.has(id), ref[id])
+			}
+		}
+		if id := newID(); s.has(id) {
+			t.Fatalf("step %d: has %s, never added", step, id)
+		}
+		if step%5000 == 0 {
+			checkEach(t, &s, ref)
+		}
+	}
+	for _, id := range ids {
+		if s.has(id) != ref[id] {
+			t.Fatalf("has(%s) = %v; want %v", id, s.has(id), ref[id])
+		}
+	}
+	checkEach(t, &s, ref)
+	if maxRuns < 2 {
+		t.Errorf("at most %d runs: the test did not reach merging", maxRuns)
+	}
+}
+
+// checkEach checks that each lists every uuid of ref once and nothing
+// else.
+func checkEach(t *testing.T, s *idSet, ref map[string]bool) {
+	t.Helper()
+	want := 0
+	for id := range ref {
+		if _, ok := uuidKey(id); ok {
+			want++
+		}
+	}
+	seen := map[idKey]bool{}
+	s.each(func(k idKey) {
+		b := k.bytes()
+		id := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		if seen[k] || !ref[id] {
+			t.Fatalf("each: %s listed twice or not in the set", id)
+		}
+		seen[k] = true
+	})
+	if len(seen) != want {
+		t.Fatalf("each listed %d uuids; want %d", len(seen), want)
+	}
+}
+
+// TestFindKey checks the widening search against a linear one, on runs
+// whose keys are uniform, clustered at one end, and all equal but one.
+func TestFindKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for n := range 70 {
+		for _, shape := range []func() idKey{
+			func() idKey { return idKey{r.Uint64(), r.Uint64()} },
+			func() idKey { return idKey{r.Uint64() >> 60, r.Uint64() >> 62} },
+			func() idKey { return idKey{^uint64(0) - r.Uint64()>>62, r.Uint64() >> 62} },
+		} {
+			seen := map[idKey]bool{}
+			var run []idKey
+			for range n {
+				if k := shape(); !seen[k] {
+					seen[k] = true
+					run = append(run, k)
+				}
+			}
+			run = sortedKeys(run)
+			for range 50 {
+				k := shape()
+				got, found := findKey(run, k)
+				want := 0
+				for want < len(run) && cmpKey(run[want], k) < 0 {
+					want++
+				}
+				if got != want || found != seen[k] {
+					t.Fatalf("findKey(%d keys, %x) = %d, %v; want %d, %v", len(run), k, got, found, want, seen[k])
+				}
+			}
+		}
+	}
+}
+
+func sortedKeys(ks []idKey) []idKey {
+	slices.SortFunc(ks, cmpKey)
+	return ks
+}
