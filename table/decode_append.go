@@ -122,39 +122,43 @@ type appendDecoder struct {
 }
 
 // decodeAppend decodes b if it is an Append the fast path recognises.
-func decodeAppend(b []byte) (*lancepb.Transaction, bool) {
+// One that fits an appendBlock is decoded into reuse when that is not
+// nil (reused: see Decoder).
+func decodeAppend(b []byte, reuse *appendBlock) (txn *lancepb.Transaction, reused, ok bool) {
 	isAppend, hasPre := scanTop(b)
 	if !isAppend {
-		return nil, false // another operation: decline before allocating
+		return nil, false, false // another operation: decline before allocating
 	}
 	body := string(b)
 	if !hasPre { // no room for preconditions in one pass
 		d := appendDecoder{base: b, body: body}
-		txn := d.small()
+		if reuse != nil {
+			*reuse = appendBlock{}
+			txn = d.into(reuse)
+		} else {
+			txn = d.small()
+		}
 		if d.txn(b, txn) {
-			if d.nFrags == 0 {
-				return nil, false
-			}
-			return txn, true
+			return txn, reuse != nil, d.nFrags > 0
 		}
 		if !d.overflow {
-			return nil, false
+			return nil, false, false
 		}
 	}
 	d := appendDecoder{counting: true, base: b}
 	if !d.txn(b, nil) || d.nFrags == 0 {
-		return nil, false
+		return nil, false, false
 	}
-	txn := d.allocate()
+	txn = d.allocate()
 	d.counting, d.body = false, body
 	if d.hasBytes {
 		d.raw = slices.Clone(b)
 	}
 	d.nFrags, d.nFiles, d.nInts, d.nPre, d.nRows = 0, 0, 0, 0, 0
 	if !d.txn(b, txn) {
-		return nil, false // cannot happen: the first pass accepted b
+		return nil, false, false // cannot happen: the first pass accepted b
 	}
-	return txn, true
+	return txn, false, true
 }
 
 // scanTop reports whether transaction b has an Append field and a

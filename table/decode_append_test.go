@@ -12,13 +12,20 @@ import (
 	"cellguard/proto/lancepb"
 )
 
+// reusing is the Decoder checkDecodeAppend decodes every body with
+// too, one after the other: each decode into its block follows another's.
+var reusing Decoder
+
 // checkDecodeAppend checks the fast path on b against the general
 // decoder: if it accepts b, the general decoder decodes b without error to
 // an equal Append transaction, and every slice it hands out has its length
-// as capacity. It reports whether the fast path accepted b.
+// as capacity. A Decoder whose block earlier bodies were decoded into
+// decodes b to the same (checkReusedDecode). It reports whether the fast
+// path accepted b.
 func checkDecodeAppend(t *testing.T, b []byte) bool {
 	t.Helper()
-	got, ok := decodeAppend(b)
+	got, _, ok := decodeAppend(b, nil)
+	checkReusedDecode(t, b, got, ok)
 	if !ok {
 		return false
 	}
@@ -61,6 +68,24 @@ func checkDecodeAppend(t *testing.T, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// checkReusedDecode checks that a Decoder, its block dirty with the
+// previous body, decodes b as DecodeTransaction does: fresh is what the
+// fast path decoded b to (ok: it accepted b).
+func checkReusedDecode(t *testing.T, b []byte, fresh *lancepb.Transaction, ok bool) {
+	t.Helper()
+	txn, op, reused, err := reusing.Decode(b)
+	wtxn, wop, werr := DecodeTransaction(b)
+	if op != wop || (err == nil) != (werr == nil) || !proto.Equal(txn, wtxn) {
+		t.Fatalf("Decoder decoded %x to %v, %v, %v; DecodeTransaction to %v, %v, %v", b, txn, op, err, wtxn, wop, werr)
+	}
+	if ok && !proto.Equal(txn, fresh) {
+		t.Fatalf("Decoder decoded %x to\n%v\nthe fast path to\n%v", b, txn, fresh)
+	}
+	if reused && (!ok || txn != &reusing.block.txn) {
+		t.Fatalf("Decoder says %x is in its block: accepted by the fast path %v, in the block %v", b, ok, txn == &reusing.block.txn)
+	}
 }
 
 // randomAppend returns a random Append; with extras, it may carry parts
@@ -212,11 +237,12 @@ func TestDecodeAppendDeclines(t *testing.T) {
 		"overlong varint tag": {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 	}
 	for name, b := range cases {
-		if _, ok := decodeAppend(b); ok {
+		if _, _, ok := decodeAppend(b, nil); ok {
 			t.Errorf("%s: fast path accepted %x", name, b)
 		}
+		checkReusedDecode(t, b, nil, false)
 	}
-	if _, ok := decodeAppend(plain); !ok {
+	if _, _, ok := decodeAppend(plain, nil); !ok {
 		t.Fatal("fast path declined the plain append the cases are built from")
 	}
 }
@@ -260,7 +286,54 @@ func TestDecodeGuardedAppendInOneBlock(t *testing.T) {
 	if !checkDecodeAppend(t, b) {
 		t.Fatal("fast path declined a guarded append")
 	}
-	if n := testing.AllocsPerRun(100, func() { decodeAppend(b) }); n != 2 {
+	if n := testing.AllocsPerRun(100, func() { decodeAppend(b, nil) }); n != 2 {
 		t.Errorf("decoding a guarded append takes %v allocations, want 2", n)
+	}
+}
+
+// TestDecoderReusesItsBlock decodes the usual Append (one fragment, one
+// data file, no precondition) with a Decoder, again and again: each is
+// decoded into the Decoder's block (the body's string copy is the one
+// allocation), each equal to what DecodeTransaction makes of it, and an
+// Append that does not fit the block is decoded apart.
+func TestDecoderReusesItsBlock(t *testing.T) {
+	var d Decoder
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range 200 {
+		txn := &lancepb.Transaction{ReadVersion: uint64(i + 1), Uuid: fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i), Tag: fmt.Sprint(r.IntN(2)),
+			Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{{
+				PhysicalRows: uint64(1 + r.IntN(100)), Files: []*lancepb.DataFile{{Path: fmt.Sprintf("data/%d.lance", i), Fields: []int32{0, 1}[:r.IntN(3)]}},
+			}}}},
+		}
+		b, err := proto.Marshal(txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, op, reused, err := d.Decode(b)
+		if err != nil || op != OpAppend || !reused || got != &d.block.txn || !proto.Equal(got, txn) {
+			t.Fatalf("append %d: %v, %v, reused %v, %v; want %v in the block", i, got, op, reused, err, txn)
+		}
+	}
+	plain := &lancepb.Transaction{ReadVersion: 3, Uuid: "0a0b0c0d-0000-4000-8000-000000000001",
+		Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{{
+			PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: "data/a.lance", Fields: []int32{0, 1}}},
+		}}}},
+	}
+	pb, err := proto.Marshal(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { d.Decode(pb) }); n != 1 {
+		t.Errorf("decoding the usual append into the block takes %v allocations, want 1", n)
+	}
+	two := proto.CloneOf(plain)
+	two.GetAppend().Fragments = append(two.GetAppend().Fragments, proto.CloneOf(plain.GetAppend().Fragments[0]))
+	tb, err := proto.Marshal(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, reused, err := d.Decode(tb)
+	if err != nil || reused || got == &d.block.txn || !proto.Equal(got, two) {
+		t.Fatalf("two fragments: %v, reused %v, %v", got, reused, err)
 	}
 }

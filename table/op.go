@@ -146,9 +146,14 @@ func unknownOperationTag(txn *lancepb.Transaction) (protowire.Number, bool) {
 // transaction section) and checks that its operation is one cellguard
 // supports. Errors wrap ErrMalformed or ErrUnsupportedOperation.
 func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
-	if txn, ok := decodeAppend(b); ok {
+	if txn, _, ok := decodeAppend(b, nil); ok {
 		return txn, OpAppend, nil
 	}
+	return decodeGeneral(b)
+}
+
+// decodeGeneral is DecodeTransaction through the protobuf decoder.
+func decodeGeneral(b []byte) (*lancepb.Transaction, Op, error) {
 	txn := &lancepb.Transaction{}
 	if err := proto.Unmarshal(b, txn); err != nil {
 		return nil, OpUnknown, &Error{Op: "decode transaction", Err: ErrMalformed, Msg: err.Error()}
