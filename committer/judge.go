@@ -23,7 +23,7 @@ import (
 func (s *state) decide(ctx context.Context, in staged) verdict {
 	s.deciding = true
 	defer func() { s.deciding = false }()
-	id, txn, op, decodeErr := s.identify(in)
+	id, txn, op, borrowed, decodeErr := s.identify(in)
 	if s.decided.has(id) || s.attemptDecided(in) {
 		return verdict{skip: true}
 	}
@@ -49,10 +49,14 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
 		v.lag = s.headVersion() - rec.ReadVersion
 	}
+	v.borrowed = borrowed && v.next != nil
 	if enc, err := v.encode(); err == nil {
 		v.body = enc.Body
 	}
 	s.record(v, in.seq)
+	if borrowed {
+		v.txn = nil // the next decode reuses it; rec.Transaction is its encoding
+	}
 	return v
 }
 
@@ -61,22 +65,27 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 // that is valid, else the stream sequence (subject.AnonymousTxnID, a
 // namespace no valid id can take). A body whose uuid is not a valid id is
 // rejected (decodeErr) under the fallback identity, so two messages never
-// share an identity by accident or by choice.
-func (s *state) identify(in staged) (string, *lancepb.Transaction, table.Op, error) {
+// share an identity by accident or by choice. The transaction is decoded
+// with the state's decoder: borrowed reports that it lives in the
+// decoder's memory, valid until the next identify.
+func (s *state) identify(in staged) (id string, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
 	if len(in.data) > s.lim.maxTxnBytes {
-		return fallbackID(in), nil, table.OpUnknown, nil
+		return fallbackID(in), nil, table.OpUnknown, false, nil
 	}
-	txn, op, err := table.DecodeTransaction(in.data)
+	if s.dec == nil {
+		s.dec = new(table.Decoder)
+	}
+	txn, op, borrowed, err = s.dec.Decode(in.data)
 	if txn == nil {
-		return fallbackID(in), txn, op, err
+		return fallbackID(in), txn, op, borrowed, err
 	}
 	if idErr := subject.ValidTxnID(txn.GetUuid()); idErr != nil {
 		if err == nil {
 			err = fmt.Errorf("transaction uuid: %w", idErr)
 		}
-		return fallbackID(in), txn, op, err
+		return fallbackID(in), txn, op, borrowed, err
 	}
-	return txn.GetUuid(), txn, op, err
+	return txn.GetUuid(), txn, op, borrowed, err
 }
 
 func fallbackID(in staged) string {
@@ -309,6 +318,20 @@ func (v verdict) encode() (declog.Encoded, error) {
 	return declog.Encode(v.rec)
 }
 
+// kept returns what the window keeps of v's committed transaction (see
+// keepTxn): v.txn when it is v's own; when borrowed, v.txn and its
+// encoding in the record, or, if the record did not encode (its append
+// will say why), a copy of v.txn.
+func (v verdict) kept() (*lancepb.Transaction, []byte) {
+	switch {
+	case !v.borrowed:
+		return v.txn, nil
+	case v.rec.Transaction != nil:
+		return v.txn, v.rec.Transaction
+	}
+	return proto.CloneOf(v.txn), nil
+}
+
 // asRejection turns an error from the rules into a rejection.
 func asRejection(err error) *rejection {
 	var r *rejection
@@ -332,7 +355,8 @@ func (s *state) record(v verdict, txnSeq uint64) {
 		s.cfg = v.rec.GetDatasetConfig()
 	}
 	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
-	s.keepTxn(v.next.Version(), v.txn, len(v.rec.Transaction))
+	txn, enc := v.kept()
+	s.keepTxn(v.next.Version(), txn, enc, len(v.rec.Transaction))
 	s.padVersions(v.next.Version())
 	s.versionSeq.push(0) // filled in by commit
 }

@@ -82,7 +82,7 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 		}
 		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 		if v.next != nil {
-			h.ms[v.next.Version()], h.txns[v.next.Version()] = v.next, v.txn
+			h.ms[v.next.Version()], h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
 		}
 		got := v.rec
 		id := s.want.id

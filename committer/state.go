@@ -32,7 +32,7 @@ type verdict struct {
 	broken    error                 // errBrokenState: decide nothing, stop
 	rec       *cellguardpb.Decision // the record to append
 	next      *table.Manifest       // committed: the new head
-	txn       *lancepb.Transaction  // committed: the transaction as committed
+	txn       *lancepb.Transaction  // committed: the transaction as committed (nil when borrowed: see committedTxn)
 	deletions []deletionWrite       // committed: files to write before appending
 	lag       uint64                // head - read version, for metrics
 	// body is rec encoded once, as the log stores it (nil if it did not
@@ -42,6 +42,20 @@ type verdict struct {
 	// txn's read version: rec.Transaction, set when the record is
 	// encoded (verdict.encode). Zero otherwise.
 	landed table.Landed
+	// borrowed: txn lives in the state's decoder (table.Decoder), which
+	// the next decode reuses. The window keeps rec.Transaction instead,
+	// and decide returns txn nil.
+	borrowed bool
+}
+
+// committedTxn returns the transaction v committed: txn, or, when that
+// was borrowed, rec.Transaction decoded again.
+func (v verdict) committedTxn() (*lancepb.Transaction, error) {
+	if v.txn != nil || v.next == nil {
+		return v.txn, nil
+	}
+	txn, _, err := table.DecodeTransaction(v.rec.GetTransaction())
+	return txn, err
 }
 
 // encoded returns v's record as declog.Log.AppendEncoded sends it.
@@ -94,14 +108,15 @@ type state struct {
 	rbytes     int                                         // sum of the costs in recent
 	tbytes     int                                         // sum of the costs in txns
 	tevicted   uint64                                      // transactions ≤ tevicted were dropped to fit windowBytes
-	txns       versionWindow[costed[*lancepb.Transaction]] // with their approximate bytes
+	txns       versionWindow[costed[windowTxn]]            // with their approximate bytes
 	versionSeq seqIndex                                    // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
 	txnSeqRec  uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
 	journal    []string
-	deciding   bool         // within decide: older history may refuse costly work
+	dec        *table.Decoder // decodes staged messages, reusing its memory (made at the first)
+	deciding   bool           // within decide: older history may refuse costly work
 	evicted    uint64       // versions ≤ evicted are out of the window
 	mevicted   uint64       // manifests ≤ mevicted were dropped to fit windowBytes
 	share      *budgetShare // this dataset's part of lim.budget; nil without one
@@ -236,7 +251,7 @@ func (s *state) Manifest(ctx context.Context, v uint64) (*table.Manifest, error)
 // Committed implements history.
 func (s *state) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	if t, ok := s.txns.get(v); ok {
-		return t.v, nil
+		return s.windowed(v, t.v)
 	}
 	if v == 0 || v > s.headVersion() || s.older == nil {
 		return nil, fmt.Errorf("transaction %s@%d: %w", s.ds, v, table.ErrVersionNotFound)
@@ -363,7 +378,7 @@ func (s *state) noteLogged(r declog.Record) {
 // a log record claimed a staging sequence it did not decide (a forged or
 // corrupt Cg-Txn-Seq), and acking would lose the message.
 func (s *state) checkDecided(in staged) error {
-	id, txn, _, _ := s.identify(in)
+	id, txn, _, _, _ := s.identify(in)
 	if s.decided.has(id) || s.decided.has(fallbackID(in)) || txn != nil && s.decided.has(txn.GetUuid()) {
 		return nil
 	}
@@ -399,7 +414,7 @@ func (s *state) advance(ctx context.Context, r declog.Record) error {
 		s.cfg = r.Decision.GetDatasetConfig()
 	}
 	s.setHead(next, r.TxnID, len(r.Decision.GetTransaction()))
-	s.keepTxn(r.Version, txn, len(r.Decision.GetTransaction()))
+	s.keepTxn(r.Version, txn, nil, len(r.Decision.GetTransaction()))
 	s.evict()
 	s.evictByCost()
 	return nil

@@ -45,7 +45,7 @@ func decideAll(t *testing.T, st *state, h *memHistory, txns ...*lancepb.Transact
 		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
 		if v.next != nil {
 			h.ms[v.next.Version()] = v.next
-			h.txns[v.next.Version()] = v.txn
+			h.txns[v.next.Version()] = mustCommitted(t, v)
 		}
 		out = append(out, v)
 	}
@@ -118,4 +118,15 @@ func TestIDSet(t *testing.T) {
 	if s.has(u) || s.len() != 2 {
 		t.Errorf("after remove: has=%v len=%d", s.has(u), s.len())
 	}
+}
+
+// mustCommitted returns the transaction committed verdict v committed
+// (verdict.committedTxn).
+func mustCommitted(t testing.TB, v verdict) *lancepb.Transaction {
+	t.Helper()
+	txn, err := v.committedTxn()
+	if err != nil || txn == nil {
+		t.Fatalf("committed transaction of %v: %v, %v", v.rec, txn, err)
+	}
+	return txn
 }

@@ -4,7 +4,10 @@ package committer
 // recent manifests and transactions, by window and by cost.
 
 import (
+	"fmt"
+
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // evict drops manifests and transactions that fell out of the window.
@@ -50,14 +53,42 @@ func (s *state) evictByCostUpTo(h uint64) {
 }
 
 // keepTxn adds the transaction committed at v (n bytes encoded) to the
-// window and to the conflict index.
-func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, n int) {
+// window and to the conflict index. With enc set, txn is borrowed
+// (verdict.borrowed) and enc is its encoding: the window keeps enc, and
+// decodes it again only if a later decision asks (windowed).
+func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, enc []byte, n int) {
 	s.dropTxn(v)
 	s.forgetConflicts(v)
 	s.cxc.add(v, s.cx.Add(v, txn))
-	c := costed[*lancepb.Transaction]{txn, txnCost(n)}
+	w := windowTxn{txn: txn}
+	if enc != nil {
+		w = windowTxn{enc: enc}
+	}
+	c := costed[windowTxn]{w, txnCost(n)}
 	s.txns.set(v, c)
 	s.tbytes += c.cost
+}
+
+// windowTxn is a committed transaction in the window: decoded, or its
+// encoding until a decision asks for it.
+type windowTxn struct {
+	txn *lancepb.Transaction
+	enc []byte
+}
+
+// windowed returns the transaction w holds for version v, decoding it
+// (once) if w holds its encoding. Its cost in the window was counted as
+// decoded from the start.
+func (s *state) windowed(v uint64, w windowTxn) (*lancepb.Transaction, error) {
+	if w.txn != nil {
+		return w.txn, nil
+	}
+	txn, _, err := table.DecodeTransaction(w.enc)
+	if err != nil {
+		return nil, fmt.Errorf("transaction %s@%d, as recorded: %w", s.ds, v, err)
+	}
+	s.txns.slot(v).v.v = windowTxn{txn: txn}
+	return txn, nil
 }
 
 func (s *state) dropTxn(v uint64) {

@@ -105,7 +105,7 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 				}
 				recs, seqs = append(recs, v.rec), append(seqs, seq+uint64(j)+1)
 				if keep && v.next != nil {
-					s.h.ms[v.next.Version()], s.h.txns[v.next.Version()] = v.next, v.txn
+					s.h.ms[v.next.Version()], s.h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
 				}
 			}
 			got[i] = recs
