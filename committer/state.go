@@ -103,13 +103,13 @@ type state struct {
 	cx        *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
 	cxc       conflictCosts        // the bytes of each version cx covers
 
-	head       *table.Manifest                             // nil until the dataset is created
-	recent     versionWindow[costed[*table.Manifest]]      // with the approximate bytes each keeps alive
-	rbytes     int                                         // sum of the costs in recent
-	tbytes     int                                         // sum of the costs in txns
-	tevicted   uint64                                      // transactions ≤ tevicted were dropped to fit windowBytes
-	txns       versionWindow[costed[windowTxn]]            // with their approximate bytes
-	versionSeq seqIndex                                    // version → CG_DEC sequence of its record
+	head       *table.Manifest                        // nil until the dataset is created
+	recent     versionWindow[costed[*table.Manifest]] // with the approximate bytes each keeps alive
+	rbytes     int                                    // sum of the costs in recent
+	tbytes     int                                    // sum of the costs in txns
+	tevicted   uint64                                 // transactions ≤ tevicted were dropped to fit windowBytes
+	txns       versionWindow[costed[windowTxn]]       // with their approximate bytes
+	versionSeq seqIndex                               // version → CG_DEC sequence of its record
 	decided    idSet
 	lastDecSeq uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
 	lastTxnSeq uint64 // CG_TXN sequence of the last decided message
@@ -117,9 +117,9 @@ type state struct {
 	journal    []string
 	dec        *table.Decoder // decodes staged messages, reusing its memory (made at the first)
 	deciding   bool           // within decide: older history may refuse costly work
-	evicted    uint64       // versions ≤ evicted are out of the window
-	mevicted   uint64       // manifests ≤ mevicted were dropped to fit windowBytes
-	share      *budgetShare // this dataset's part of lim.budget; nil without one
+	evicted    uint64         // versions ≤ evicted are out of the window
+	mevicted   uint64         // manifests ≤ mevicted were dropped to fit windowBytes
+	share      *budgetShare   // this dataset's part of lim.budget; nil without one
 	// cfg is the dataset's configuration, from its first committed
 	// record (readers.go); nil before creation.
 	cfg *cellguardpb.DatasetConfig
