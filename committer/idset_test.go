@@ -39,9 +39,9 @@ func checkIDSet(t *testing.T, r *rand.Rand, newID func() string) {
 	ref := map[string]bool{}
 	var ids []string
 	maxRuns := 0
-	for step := range 30000 {
+	for step := range 12 * idPending {
 		maxRuns = max(maxRuns, len(s.runs))
-		quiet := step/4000%2 == 1 // no removes: runs pile up and merge
+		quiet := step/(4*idPending)%2 == 1 // no removes: runs pile up and merge
 		switch op := r.IntN(20); {
 		case op < 12 || len(ids) == 0 || quiet && op < 15:
 			id := newID()
@@ -79,7 +79,7 @@ func checkIDSet(t *testing.T, r *rand.Rand, newID func() string) {
 		if id := newID(); s.has(id) {
 			t.Fatalf("step %d: has %s, never added", step, id)
 		}
-		if step%5000 == 0 {
+		if step%idPending == 0 {
 			checkEach(t, &s, ref)
 		}
 	}
@@ -115,6 +115,27 @@ func checkEach(t *testing.T, s *idSet, ref map[string]bool) {
 	})
 	if len(seen) != want {
 		t.Fatalf("each listed %d uuids; want %d", len(seen), want)
+	}
+}
+
+// TestSortKeys checks sortKeys against a comparison sort, on keys that
+// are random (buckets of about one), clustered (one bucket, a comparison
+// sort) and in between (buckets of a few, insertion).
+func TestSortKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, shift := range []uint{0, 8, 52, 60, 64} {
+		for _, n := range []int{0, 1, 2, 17, 100, idPending} {
+			ks := make([]idKey, n)
+			for i := range ks {
+				ks[i] = idKey{r.Uint64() >> shift, r.Uint64() >> (shift / 2)}
+			}
+			want := slices.Clone(ks)
+			slices.SortFunc(want, cmpKey)
+			sortKeys(ks, make([]idKey, n))
+			if !slices.Equal(ks, want) {
+				t.Fatalf("shift %d, %d keys: sortKeys differs from a comparison sort", shift, n)
+			}
+		}
 	}
 }
 
@@ -155,4 +176,44 @@ func TestFindKey(t *testing.T) {
 func sortedKeys(ks []idKey) []idKey {
 	slices.SortFunc(ks, cmpKey)
 	return ks
+}
+
+// BenchmarkIDSetAdd adds b.N new random uuids to a decided-id set, each
+// looked up first, as deciding does.
+func BenchmarkIDSetAdd(b *testing.B) {
+	keys := make([]idKey, b.N)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range keys {
+		keys[i] = idKey{r.Uint64(), r.Uint64()}
+	}
+	s := newIDSet()
+	b.ResetTimer()
+	for _, k := range keys {
+		if s.hasKey(k) {
+			b.Fatal("a new uuid is in the set")
+		}
+		s.addKey(k)
+	}
+}
+
+// TestIDSetFilterRate checks that the filter lets through few of the
+// uuids not in the set (a lookup it lets through searches the runs).
+func TestIDSetFilterRate(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	s := newIDSet()
+	for range 100000 {
+		s.addKey(idKey{r.Uint64(), r.Uint64()})
+	}
+	through := 0
+	const tries = 100000
+	for range tries {
+		if s.mayHave(idKey{r.Uint64(), r.Uint64()}) {
+			through++
+		}
+	}
+	if rate := float64(through) / tries; rate > 0.02 {
+		t.Errorf("the filter lets through %.2f %% of new uuids; want at most 2 %%", 100*rate)
+	} else {
+		t.Logf("the filter lets through %.2f %% of new uuids", 100*rate)
+	}
 }
