@@ -68,15 +68,14 @@ type idSet struct {
 	pending map[idKey]struct{}
 	runs    [][]idKey // sorted, no key twice, longest first
 	gone    map[idKey]struct{}
-	scratch []idKey // for sorting pending
-	n       int     // uuids in the set: pending, plus runs, minus gone
+	n       int // uuids in the set: pending, plus runs, minus gone
 	s       map[string]struct{}
 	seen    []uint64 // the filter: both bits of every key in the set are set
 	shift   uint     // 64 - log2 of the filter's words
 }
 
 func newIDSet() idSet {
-	return idSet{pending: make(map[idKey]struct{}, idPending), gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
+	return idSet{pending: map[idKey]struct{}{}, gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
 }
 
 // filterBits returns k's word in a filter of 1<<(64-shift) words and
@@ -152,12 +151,13 @@ func (d *idSet) removeKey(k idKey) {
 // than it. With removed uuids still in the runs, all runs are merged
 // into one without them.
 func (d *idSet) flush() {
-	r := make([]idKey, 0, len(d.pending))
+	keys := make([]idKey, 0, len(d.pending))
 	for k := range d.pending {
-		r = append(r, k)
+		keys = append(keys, k)
 	}
-	sortKeys(r, d.sortBuf(len(r)))
-	clear(d.pending)
+	clear(d.pending) // keeps its room for the next ones
+	r := make([]idKey, len(keys))
+	sortKeys(keys, r)
 	if len(d.gone) > 0 {
 		for _, old := range slices.Backward(d.runs) { // shortest first
 			r = mergeRuns(old, r, d.gone)
@@ -173,22 +173,14 @@ func (d *idSet) flush() {
 	d.runs = append(d.runs, r)
 }
 
-// sortBuf returns scratch room for sorting n keys.
-func (d *idSet) sortBuf(n int) []idKey {
-	if cap(d.scratch) < n {
-		d.scratch = make([]idKey, n)
-	}
-	return d.scratch[:n]
-}
-
 // Keys are sorted first by their top idBucketBits bits, which for
 // random uuids puts about one key in each bucket, then within buckets.
 const idBucketBits = 12
 
-// sortKeys sorts ks, using tmp (as long) as scratch. A counting sort on the top bits does most of
+// sortKeys writes ks sorted into out (as long). A counting sort on the top bits does most of
 // the work; a bucket of a few keys is finished by insertion, a larger one
 // (keys that are not random) by a comparison sort.
-func sortKeys(ks, tmp []idKey) {
+func sortKeys(ks, out []idKey) {
 	const shift = 64 - idBucketBits
 	var start [1<<idBucketBits + 1]int32
 	for _, k := range ks {
@@ -200,11 +192,11 @@ func sortKeys(ks, tmp []idKey) {
 	next := start
 	for _, k := range ks {
 		b := k.hi >> shift
-		tmp[next[b]] = k
+		out[next[b]] = k
 		next[b]++
 	}
 	for b := range 1 << idBucketBits {
-		bucket := tmp[start[b]:start[b+1]]
+		bucket := out[start[b]:start[b+1]]
 		switch {
 		case len(bucket) <= 1:
 		case len(bucket) <= 16:
@@ -213,7 +205,6 @@ func sortKeys(ks, tmp []idKey) {
 			slices.SortFunc(bucket, cmpKey)
 		}
 	}
-	copy(ks, tmp)
 }
 
 func insertionSort(ks []idKey) {
