@@ -123,12 +123,15 @@ type appendDecoder struct {
 
 // decodeAppend decodes b if it is an Append the fast path recognises.
 // One that fits an appendBlock is decoded into reuse when that is not
-// nil (reused: see Decoder).
+// nil (reused: see Decoder), in one pass with no scan before it.
 func decodeAppend(b []byte, reuse *appendBlock) (txn *lancepb.Transaction, reused, ok bool) {
-	isAppend, hasPre := scanTop(b)
-	if !isAppend {
-		return nil, false, false // another operation: decline before allocating
-	}
+	hasPre := false
+	if reuse == nil { // decline another operation before allocating
+		var isAppend bool
+		if isAppend, hasPre = scanTop(b); !isAppend {
+			return nil, false, false
+		}
+	} // else the block's pass declines it, and overflows on a precondition
 	body := string(b)
 	if !hasPre { // no room for preconditions in one pass
 		d := appendDecoder{base: b, body: body}
