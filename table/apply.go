@@ -116,6 +116,12 @@ import (
 //     maxMaterializedRows rows; fragment ids must fit max_fragment_id's 32
 //     bits (Lance would panic).
 func Apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older Versions) (*Manifest, error) {
+	return apply(ctx, head, txn, older, nil)
+}
+
+// apply is Apply; raw, if set, is the encoding with id 0 of the only
+// fragment of txn, an Append (see Decoder.Apply).
+func apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older Versions, raw []byte) (*Manifest, error) {
 	if head == nil {
 		return Create(txn)
 	}
@@ -133,6 +139,7 @@ func Apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older 
 	if err := a.init(head, txn, op); err != nil {
 		return nil, err
 	}
+	a.raw = raw
 	if err := a.apply(ctx, older); err != nil {
 		return nil, err
 	}
@@ -228,6 +235,7 @@ type applier struct {
 	restored      bool   // Restore: the builder holds an older manifest's content
 	creating      bool   // Create: head is an empty stand-in
 	defaultFormat *lancepb.Manifest_DataStorageFormat
+	raw           []byte // an Append's only fragment as staged, canonical with id 0 (Decoder.Apply); nil if unknown
 }
 
 // init starts a, a zero applier, on head.

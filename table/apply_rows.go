@@ -48,11 +48,20 @@ func (a *applier) appendAsIs(frags []*lancepb.DataFragment) error {
 			id = a.nextID
 			a.nextID++
 		}
-		if err := a.b.Insert(newFragmentWithID(f, id)); err != nil {
+		if err := a.b.Insert(a.appended(f, id, len(frags))); err != nil {
 			return a.invalid("fragment id %d is already in use", id)
 		}
 	}
 	return nil
+}
+
+// appended returns appended fragment f, one of n, with id id: from the
+// bytes it was staged with when the applier has them, else encoded.
+func (a *applier) appended(f *lancepb.DataFragment, id uint64, n int) *Fragment {
+	if a.raw != nil && n == 1 && f.GetId() == 0 {
+		return newRawFragment(a.raw, id, f.GetPhysicalRows())
+	}
+	return newFragmentWithID(f, id)
 }
 
 // stampFresh gives brand-new fragments their row ids and version sequences

@@ -108,6 +108,7 @@ type appendDecoder struct {
 
 	nFrags, nFiles, nInts, nPre, nRows int // counted, then handed out
 	hasBytes                           bool
+	firstFrag                          []byte // the first fragment's encoding, a piece of base
 
 	pres    []precondBlock
 	prePtrs []*lancepb.Precondition
@@ -123,8 +124,13 @@ type appendDecoder struct {
 
 // decodeAppend decodes b if it is an Append the fast path recognises.
 // One that fits an appendBlock is decoded into reuse when that is not
-// nil (reused: see Decoder), in one pass with no scan before it.
-func decodeAppend(b []byte, reuse *appendBlock) (txn *lancepb.Transaction, reused, ok bool) {
+// nil (reused: see Decoder), in one pass with no scan before it; the
+// Decoder then notes its fragment's bytes if they are canonical.
+func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok bool) {
+	var reuse *appendBlock
+	if into != nil {
+		reuse, into.raw = &into.block, nil
+	}
 	hasPre := false
 	if reuse == nil { // decline another operation before allocating
 		var isAppend bool
@@ -142,6 +148,9 @@ func decodeAppend(b []byte, reuse *appendBlock) (txn *lancepb.Transaction, reuse
 			txn = d.small()
 		}
 		if d.txn(b, txn) {
+			if reuse != nil && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
+				into.raw = d.firstFrag
+			}
 			return txn, reuse != nil, d.nFrags > 0
 		}
 		if !d.overflow {
@@ -499,6 +508,9 @@ func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
 			}
 			f = &d.frags[d.nFrags]
 			d.fragPtrs[d.nFrags] = f
+		}
+		if d.nFrags == 0 {
+			d.firstFrag = x
 		}
 		d.nFrags++
 		return d.fragment(x, f)

@@ -86,6 +86,10 @@ func checkReusedDecode(t *testing.T, b []byte, fresh *lancepb.Transaction, ok bo
 	if reused && (!ok || txn != &reusing.block.txn) {
 		t.Fatalf("Decoder says %x is in its block: accepted by the fast path %v, in the block %v", b, ok, txn == &reusing.block.txn)
 	}
+	if reusing.raw != nil && !reused {
+		t.Fatalf("Decoder kept the staged bytes of %x, not in its block", b)
+	}
+	checkRawFragment(t, &reusing)
 }
 
 // randomAppend returns a random Append; with extras, it may carry parts
@@ -217,9 +221,6 @@ func TestDecodeAppendDeclines(t *testing.T) {
 	plain, err := proto.Marshal(randomAppend(rand.New(rand.NewPCG(3, 4)), false))
 	if err != nil {
 		t.Fatal(err)
-	}
-	appendField := func(b []byte, num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
 	}
 	unpacked := protowire.AppendVarint(protowire.AppendTag(nil, fileFields, protowire.VarintType), 3)
 	frag := appendField(nil, fragFiles, unpacked)
