@@ -70,6 +70,9 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 				side.h.ms[v.next.Version()], side.h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
 			}
 		}
+		if keep && indexed.head != nil && !proto.Equal(indexed.head.Proto(), walked.head.Proto()) {
+			t.Fatalf("decision %d: the heads differ:\nindexed %v\nwalked  %v", seq, indexed.head.Proto(), walked.head.Proto())
+		}
 		a, b := recs[0], recs[1]
 		if a.Outcome != b.Outcome || a.Reason != b.Reason || a.Version != b.Version || a.Message != b.Message ||
 			a.ConflictVersion != b.ConflictVersion || a.ConflictTxnUuid != b.ConflictTxnUuid || string(a.Transaction) != string(b.Transaction) {

@@ -164,9 +164,11 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	var rebased *lancepb.Transaction
 	var dels []deletionWrite
 	cands := candidates(txn, head, opts)
+	apply := applyTxn
 	if landsAsIs(op, cands) {
 		txn.ReadVersion = head.Version() // what land would do, without the read manifest
 		rebased = txn
+		apply = s.dec.Apply // an Append in its block keeps its fragment's staged bytes (table.Decoder.Apply)
 	} else {
 		pinned, err := p.pin(ctx)
 		if err != nil {
@@ -176,7 +178,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 			return verdict{}, asRejection(err)
 		}
 	}
-	next, err := applyTxn(ctx, head, rebased, s)
+	next, err := apply(ctx, head, rebased, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
