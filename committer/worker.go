@@ -351,10 +351,12 @@ const appendTimeout = 1500 * time.Millisecond
 func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
 	c := w.c
 	if len(recs) >= c.atomicMin {
+		defer c.metrics.appended("atomic", time.Now())
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
 		return c.dl.AppendEncoded(actx, w.ds, expect, recs)
 	}
+	defer c.metrics.appended("chain", time.Now())
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)

@@ -103,6 +103,9 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	}
 	rec.record(out.res)
 	rec.Groups, rec.CPUPerTxnUs = out.meter.groups, float64(out.meter.cpu.Microseconds())/float64(rec.Txns)
+	if rec.Groups > 0 {
+		rec.AppendMs = ms(out.meter.appending) / float64(rec.Groups)
+	}
 	rec.SetupSec, rec.RunSec = out.setup.Seconds(), time.Since(start).Seconds()
 	rec.Replicas, rec.RSSBytes = out.replicas, readRSS()
 	if out.mem != nil {

@@ -135,6 +135,8 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 		t.Errorf("%s: %d groups appended for %d transactions", r.Name, r.Groups, r.Txns)
 	case r.CPUPerTxnUs <= 0:
 		t.Errorf("%s: CPU per transaction %v µs", r.Name, r.CPUPerTxnUs)
+	case r.AppendMs <= 0 || r.AppendMs*float64(r.Groups) > r.RunSec*1000*float64(max(r.Datasets, 1)):
+		t.Errorf("%s: mean append %v ms over %d groups in a %vs run", r.Name, r.AppendMs, r.Groups, r.RunSec)
 	}
 	ratio := r.Kind == kindCommitter && (r.Load == loadMax || r.Load == loadDatasets) && r.Loop != loopOpen
 	if ratio != (r.VsRaw > 0) {
