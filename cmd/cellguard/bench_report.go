@@ -55,7 +55,11 @@ type benchReport struct {
 	GOMAXPROCS int           `json:"gomaxprocs"`
 	Nodes      int           `json:"cluster_nodes"`
 	Producers  int           `json:"producers"`
+	Rounds     int           `json:"rounds"`
 	Runs       []benchRecord `json:"runs"`
+	// Summary holds each distinct run's medians over the rounds (with
+	// more than one round).
+	Summary []benchRecord `json:"summary,omitempty"`
 }
 
 // benchRecord is one run. Latencies are end to end (staged → decision
@@ -107,13 +111,19 @@ type benchRecord struct {
 	// batch, or a whole chain of single appends), in milliseconds: a
 	// dataset's decision cycle, and so the floor under its latency.
 	AppendMs float64 `json:"append_ms"`
+	// Round is the round of the run, from 1; 0 in a summary record.
+	Round int `json:"round"`
+	// Rounds and VsRawRounds are a summary record's number of rounds and
+	// each round's ratio to raw JetStream.
+	Rounds      int       `json:"rounds,omitempty"`
+	VsRawRounds []float64 `json:"vs_raw_rounds,omitempty"`
 }
 
-func newBenchReport(nodes, producers int) *benchReport {
+func newBenchReport(nodes, producers, rounds int) *benchReport {
 	return &benchReport{
 		Schema: benchSchema, Started: time.Now().UTC().Truncate(time.Second),
 		GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Nodes: nodes, Producers: producers,
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Nodes: nodes, Producers: producers, Rounds: rounds,
 	}
 }
 
@@ -126,12 +136,17 @@ func (r *benchRecord) record(res result) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// find returns the run of kind, load and loop with the batch size and
-// dataset count given, or nil.
+// find returns the first round's run of kind, load and loop with the
+// batch size and dataset count given, or nil.
 func (rep *benchReport) find(kind, load, loop string, batch, datasets int) *benchRecord {
+	return rep.findIn(1, kind, load, loop, batch, datasets)
+}
+
+// findIn is find in the given round.
+func (rep *benchReport) findIn(round int, kind, load, loop string, batch, datasets int) *benchRecord {
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
-		if r.Kind == kind && r.Load == load && r.Loop == loop && r.Batch == batch && r.Datasets == datasets {
+		if r.Round == round && r.Kind == kind && r.Load == load && r.Loop == loop && r.Batch == batch && r.Datasets == datasets {
 			return r
 		}
 	}
