@@ -37,13 +37,21 @@ in the backlog).
 A table goes to stdout; stderr shows each run as it starts and ends, and
 every -progress an "n/m decided" line while a run waits.
 
+-rounds N makes the whole plan N times over, one round after another (so
+raw and committer runs alternate through the session, and a noisy minute
+falls on both), and ends with a second table: each run's median over the
+rounds, its vs_raw the median of the rounds' own ratios (each committer
+run against the raw run of its round).
+
 -cluster 3 starts a 3-node JetStream cluster on loopback in this process
 (clients connect to any node) and runs everything with 3 replicas per
 stream.
 
 -json FILE writes one document: {"schema": 2, "started", "go_version",
 "goos", "goarch", "cpus", "gomaxprocs", "cluster_nodes", "producers",
-"runs": [...]}, one record per run:
+"rounds", "runs": [...], "summary": [...]}, one record per run in "runs"
+and, with -rounds above 1, one per distinct run in "summary" (its
+medians over the rounds; "round" 0):
   kind                 "raw" (raw JetStream) or "committer"
   load                 "max" (full speed), "half" (half the committer's max
                        rate, offered open loop), "preconditions" (full speed,
@@ -91,9 +99,16 @@ stream.
                        raw loop, producers) after the set-up, per
                        transaction, in µs: a cost other work on the machine
                        changes far less than it changes the rate
+  append_ms            mean time one group took to append (an atomic batch,
+                       or a whole chain of single appends), in ms: a
+                       dataset's decision cycle, the floor under its latency
+  round                the round the run belongs to (1 to -rounds)
+  rounds, vs_raw_rounds (summary records only) how many rounds the
+                       medians are over, and each round's vs_raw
 
 -plot FILE.svg draws throughput and p50/p99 against batch size and against
-the number of datasets, committer beside raw JetStream.
+the number of datasets, committer beside raw JetStream (the medians, with
+-rounds above 1).
 
 flags:
 `
@@ -122,6 +137,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	jsonPath := fs.String("json", "", "write the results to `FILE` as JSON (schema above)")
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
 	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
+	rounds := fs.Int("rounds", 1, "make the whole plan this many times, one round after another, and end with each run's median over the rounds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -133,6 +149,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plan.burst = *burst
 	if err := checkBenchFlags(*n, *producers, *manyTxns, *nodes, *every); err != nil {
 		return err
+	}
+	if *rounds < 1 || *rounds > 100 {
+		return usageError{fmt.Sprintf("bench: -rounds %d: want 1 to 100", *rounds)}
 	}
 	restoreLimit, err := setMemoryLimit(*memoryLimit)
 	if err != nil {
@@ -168,8 +187,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	b := &bencher{
 		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
-		out: stdout, rep: newBenchReport(*nodes, *producers),
-		prog: &benchProgress{w: stderr, start: time.Now(), total: plan.runs(*latency)},
+		out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
+		prog: &benchProgress{w: stderr, start: time.Now(), total: *rounds * plan.runs(*latency)},
 	}
 	stopTicker := b.prog.tick(*every)
 	defer stopTicker()
@@ -177,7 +196,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*n, *producers, serversLabel(*nodes), runtime.GOMAXPROCS(0))
 	printBenchHeader(stdout)
 	// The runs made so far are written even when one fails.
-	err = b.runPlan(ctx, plan, *latency)
+	err = b.runRounds(ctx, plan, *latency, *rounds)
 	return errors.Join(err, b.rep.write(*jsonPath, *plotPath))
 }
 

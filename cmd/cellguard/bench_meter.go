@@ -9,10 +9,10 @@ import (
 )
 
 // runMeter measures what a run costs beyond its rate, from the end of its
-// set-up: the groups of decisions it appends to the decision log (the
-// raw loop counts its own; a committer's come from its batch-size
-// histogram, one observation per group appended) and the CPU time of the
-// whole process.
+// set-up: the groups of decisions it appends to the decision log and the
+// time their appends took (the raw loop counts its own; a committer's
+// come from its batch-size and append-time histograms, one observation
+// per group appended), and the CPU time of the whole process.
 type runMeter struct {
 	raw  appendCounts         // the raw loop's counts
 	reg  *prometheus.Registry // the committer's metrics; nil for raw
@@ -22,11 +22,13 @@ type runMeter struct {
 // appendCounts is what the raw loop appended.
 type appendCounts struct {
 	groups, decisions atomic.Int64
+	nanos             atomic.Int64 // time spent appending
 }
 
 // metered is what a runMeter reads.
 type metered struct {
 	groups, decisions int64
+	appending         time.Duration // the groups' appends, added up
 	cpu               time.Duration
 }
 
@@ -38,8 +40,12 @@ func newRunMeter(raw bool) *runMeter {
 	return m
 }
 
-// batchSizeMetric is the committer's histogram of decisions per group.
-const batchSizeMetric = "cellguard_committer_batch_size"
+// The committer's histograms of decisions per group and of the time each
+// group's append took.
+const (
+	batchSizeMetric  = "cellguard_committer_batch_size"
+	appendTimeMetric = "cellguard_committer_append_seconds"
+)
 
 // read reads the counts once they include decided decisions: a decision
 // is seen by the bench as soon as the log stores it, and counted by its
@@ -59,7 +65,7 @@ func (m *runMeter) read(decided int) metered {
 
 func (m *runMeter) counts() metered {
 	if m.reg == nil {
-		return metered{groups: m.raw.groups.Load(), decisions: m.raw.decisions.Load()}
+		return metered{groups: m.raw.groups.Load(), decisions: m.raw.decisions.Load(), appending: time.Duration(m.raw.nanos.Load())}
 	}
 	mfs, err := m.reg.Gather()
 	if err != nil {
@@ -67,12 +73,14 @@ func (m *runMeter) counts() metered {
 	}
 	var r metered
 	for _, mf := range mfs {
-		if mf.GetName() != batchSizeMetric {
-			continue
-		}
 		for _, s := range mf.GetMetric() {
-			r.groups += int64(s.GetHistogram().GetSampleCount())
-			r.decisions += int64(s.GetHistogram().GetSampleSum())
+			switch h := s.GetHistogram(); mf.GetName() {
+			case batchSizeMetric:
+				r.groups += int64(h.GetSampleCount())
+				r.decisions += int64(h.GetSampleSum())
+			case appendTimeMetric:
+				r.appending += time.Duration(h.GetSampleSum() * float64(time.Second))
+			}
 		}
 	}
 	return r
@@ -86,7 +94,8 @@ func (m *runMeter) mark(decided int) { m.base = m.read(decided) }
 // (set-up included) are appended.
 func (m *runMeter) since(decided int) metered {
 	now := m.read(decided)
-	return metered{groups: now.groups - m.base.groups, decisions: now.decisions - m.base.decisions, cpu: now.cpu - m.base.cpu}
+	return metered{groups: now.groups - m.base.groups, decisions: now.decisions - m.base.decisions,
+		appending: now.appending - m.base.appending, cpu: now.cpu - m.base.cpu}
 }
 
 // processCPU is the CPU time (user and system, every thread) this process

@@ -56,7 +56,7 @@ func (rep *benchReport) throughput(title, xlabel string, match func(benchRecord)
 	c := benchplot.Chart{Title: title, XLabel: xlabel, YLabel: "commits/s", LogX: true}
 	for _, kind := range []string{kindRaw, kindCommitter} {
 		s := benchplot.Series{Name: kindLabel[kind], Color: kindColor[kind]}
-		for _, r := range rep.Runs {
+		for _, r := range rep.plotted() {
 			if r.Kind == kind && match(r) && r.CommitsPerSec > 0 {
 				s.Points = append(s.Points, benchplot.Point{X: x(r), Y: r.CommitsPerSec})
 			}
@@ -82,7 +82,7 @@ func (rep *benchReport) latency(title, xlabel string, match func(benchRecord) bo
 			{"p99", true, func(r benchRecord) float64 { return r.P99Ms }},
 		} {
 			s := benchplot.Series{Name: kindLabel[kind] + " " + q.name, Color: kindColor[kind], Dashed: q.dashed}
-			for _, r := range rep.Runs {
+			for _, r := range rep.plotted() {
 				if r.Kind == kind && match(r) && q.v(r) > 0 {
 					s.Points = append(s.Points, benchplot.Point{X: x(r), Y: q.v(r)})
 				}
@@ -93,6 +93,15 @@ func (rep *benchReport) latency(title, xlabel string, match func(benchRecord) bo
 		}
 	}
 	return c
+}
+
+// plotted is what the plot draws: each run's medians over the rounds, or
+// the runs themselves when there was one round.
+func (rep *benchReport) plotted() []benchRecord {
+	if len(rep.Summary) > 0 {
+		return rep.Summary
+	}
+	return rep.Runs
 }
 
 // writePlot writes the figure to path as SVG.

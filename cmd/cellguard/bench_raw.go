@@ -96,9 +96,11 @@ func rawLoop(ctx context.Context, nc *nats.Conn, sc subject.Scheme, in <-chan je
 		for len(msgs) < batch && len(in) > 0 {
 			msgs = append(msgs, <-in)
 		}
+		start := time.Now()
 		if err := rawAppend(ctx, nc, sc, msgs, atomicMin); err != nil {
 			return
 		}
+		counts.nanos.Add(int64(time.Since(start)))
 		counts.groups.Add(1)
 		counts.decisions.Add(int64(len(msgs)))
 		for _, m := range msgs {

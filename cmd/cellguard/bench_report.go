@@ -55,7 +55,11 @@ type benchReport struct {
 	GOMAXPROCS int           `json:"gomaxprocs"`
 	Nodes      int           `json:"cluster_nodes"`
 	Producers  int           `json:"producers"`
+	Rounds     int           `json:"rounds"`
 	Runs       []benchRecord `json:"runs"`
+	// Summary holds each distinct run's medians over the rounds (with
+	// more than one round).
+	Summary []benchRecord `json:"summary,omitempty"`
 }
 
 // benchRecord is one run. Latencies are end to end (staged → decision
@@ -103,13 +107,23 @@ type benchRecord struct {
 	// in microseconds: a cost that other work on the machine changes far
 	// less than it changes the rate.
 	CPUPerTxnUs float64 `json:"cpu_us_per_txn"`
+	// AppendMs is the mean time one group took to append (an atomic
+	// batch, or a whole chain of single appends), in milliseconds: a
+	// dataset's decision cycle, and so the floor under its latency.
+	AppendMs float64 `json:"append_ms"`
+	// Round is the round of the run, from 1; 0 in a summary record.
+	Round int `json:"round"`
+	// Rounds and VsRawRounds are a summary record's number of rounds and
+	// each round's ratio to raw JetStream.
+	Rounds      int       `json:"rounds,omitempty"`
+	VsRawRounds []float64 `json:"vs_raw_rounds,omitempty"`
 }
 
-func newBenchReport(nodes, producers int) *benchReport {
+func newBenchReport(nodes, producers, rounds int) *benchReport {
 	return &benchReport{
 		Schema: benchSchema, Started: time.Now().UTC().Truncate(time.Second),
 		GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Nodes: nodes, Producers: producers,
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Nodes: nodes, Producers: producers, Rounds: rounds,
 	}
 }
 
@@ -122,12 +136,17 @@ func (r *benchRecord) record(res result) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// find returns the run of kind, load and loop with the batch size and
-// dataset count given, or nil.
+// find returns the first round's run of kind, load and loop with the
+// batch size and dataset count given, or nil.
 func (rep *benchReport) find(kind, load, loop string, batch, datasets int) *benchRecord {
+	return rep.findIn(1, kind, load, loop, batch, datasets)
+}
+
+// findIn is find in the given round.
+func (rep *benchReport) findIn(round int, kind, load, loop string, batch, datasets int) *benchRecord {
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
-		if r.Kind == kind && r.Load == load && r.Loop == loop && r.Batch == batch && r.Datasets == datasets {
+		if r.Round == round && r.Kind == kind && r.Load == load && r.Loop == loop && r.Batch == batch && r.Datasets == datasets {
 			return r
 		}
 	}
@@ -143,10 +162,10 @@ func (rep *benchReport) writeJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-const benchTableHeader = "%-48s %10s %9s %9s %7s %7s %8s %8s %8s\n"
+const benchTableHeader = "%-48s %10s %9s %9s %7s %7s %8s %8s %8s %8s\n"
 
 func printBenchHeader(w io.Writer) {
-	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "group", "CPU/txn", "setup", "RSS")
+	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "group", "append", "CPU/txn", "setup", "RSS")
 }
 
 func printBenchRecord(w io.Writer, r benchRecord) {
@@ -163,11 +182,12 @@ func printBenchRecord(w io.Writer, r benchRecord) {
 		rej = fmt.Sprintf("  (%d rejected: %s)", r.Rejected, strings.Join(by, ", "))
 	}
 	lat := func(v float64) string { return roundDur(time.Duration(v * float64(time.Millisecond))).String() }
-	group := "" // decisions per group appended
+	group, appending := "", "" // decisions per group appended, and the mean append
 	if r.Groups > 0 {
 		group = fmt.Sprintf("%.1f", float64(r.Txns)/float64(r.Groups))
+		appending = lat(r.AppendMs)
 	}
-	fmt.Fprintf(w, strings.TrimSuffix(benchTableHeader, "\n")+"%s\n", r.Name, fmt.Sprintf("%.0f", r.CommitsPerSec), lat(r.P50Ms), lat(r.P99Ms), ratio, group, fmt.Sprintf("%.0fµs", r.CPUPerTxnUs),
+	fmt.Fprintf(w, strings.TrimSuffix(benchTableHeader, "\n")+"%s\n", r.Name, fmt.Sprintf("%.0f", r.CommitsPerSec), lat(r.P50Ms), lat(r.P99Ms), ratio, group, appending, fmt.Sprintf("%.0fµs", r.CPUPerTxnUs),
 		roundDur(time.Duration(r.SetupSec*float64(time.Second))).String(), fmt.Sprintf("%dMiB", r.RSSBytes>>20), rej)
 }
 

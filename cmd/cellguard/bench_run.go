@@ -39,6 +39,7 @@ type bencher struct {
 	partitions int
 	rep        *benchReport
 	prog       *benchProgress
+	round      int // of the runs being made, from 1
 }
 
 type runSpec struct {
@@ -73,6 +74,7 @@ const manyBatch = 64
 // it and adds it to the report.
 func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, error) {
 	rec.Datasets = max(rec.Datasets, 1)
+	rec.Round = max(b.round, 1)
 	rec.Txns = b.n
 	if rec.Load == loadDatasets {
 		rec.Txns = rec.Datasets * b.manyTxns
@@ -103,13 +105,16 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	}
 	rec.record(out.res)
 	rec.Groups, rec.CPUPerTxnUs = out.meter.groups, float64(out.meter.cpu.Microseconds())/float64(rec.Txns)
+	if rec.Groups > 0 {
+		rec.AppendMs = ms(out.meter.appending) / float64(rec.Groups)
+	}
 	rec.SetupSec, rec.RunSec = out.setup.Seconds(), time.Since(start).Seconds()
 	rec.Replicas, rec.RSSBytes = out.replicas, readRSS()
 	if out.mem != nil {
 		rec.RSSBytes = out.mem.rss
 	}
 	if rec.Kind == kindCommitter && (rec.Load == loadMax || rec.Load == loadDatasets) && rec.Loop != loopOpen {
-		if raw := b.rep.find(kindRaw, rec.Load, rec.Loop, rec.Batch, rec.Datasets); raw != nil && raw.CommitsPerSec > 0 {
+		if raw := b.rep.findIn(rec.Round, kindRaw, rec.Load, rec.Loop, rec.Batch, rec.Datasets); raw != nil && raw.CommitsPerSec > 0 {
 			rec.VsRaw = rec.CommitsPerSec / raw.CommitsPerSec
 		}
 	}

@@ -135,6 +135,8 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 		t.Errorf("%s: %d groups appended for %d transactions", r.Name, r.Groups, r.Txns)
 	case r.CPUPerTxnUs <= 0:
 		t.Errorf("%s: CPU per transaction %v µs", r.Name, r.CPUPerTxnUs)
+	case r.AppendMs <= 0 || r.AppendMs*float64(r.Groups) > r.RunSec*1000*float64(max(r.Datasets, 1)):
+		t.Errorf("%s: mean append %v ms over %d groups in a %vs run", r.Name, r.AppendMs, r.Groups, r.RunSec)
 	}
 	ratio := r.Kind == kindCommitter && (r.Load == loadMax || r.Load == loadDatasets) && r.Loop != loopOpen
 	if ratio != (r.VsRaw > 0) {
@@ -349,7 +351,7 @@ func TestBenchCluster(t *testing.T) {
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-cluster", "0"}, {"-cluster", "6"}, {"-batches", "0"}, {"-batches", "x"}, {"-preconditions", "-1"},
-		{"-producers", "0"}, {"-txns", "10", "-producers", "11"}, {"-datasets-txns", "0"}, {"-progress", "0s"},
+		{"-producers", "0"}, {"-txns", "10", "-producers", "11"}, {"-datasets-txns", "0"}, {"-progress", "0s"}, {"-rounds", "0"}, {"-rounds", "101"},
 	} {
 		var out, errOut bytes.Buffer
 		err := bench(t.Context(), args, &out, &errOut)
@@ -382,10 +384,10 @@ func TestBenchWritesWhatItHasWhenARunFails(t *testing.T) {
 }
 
 func TestBenchReportJSONRoundTrip(t *testing.T) {
-	rep := newBenchReport(3, 64)
+	rep := newBenchReport(3, 64, 1)
 	rep.Runs = []benchRecord{
 		{Kind: kindRaw, Load: loadMax, Name: "raw JetStream batch=8", Batch: 8, Datasets: 1, Txns: 100, CommitsPerSec: 5000.5,
-			P50Ms: 1.25, P99Ms: 9.5, SetupSec: 0.2, RunSec: 1.5, RSSBytes: 64 << 20, Replicas: 3},
+			P50Ms: 1.25, P99Ms: 9.5, SetupSec: 0.2, RunSec: 1.5, RSSBytes: 64 << 20, Replicas: 3, Round: 1, AppendMs: 0.25},
 		{Kind: kindCommitter, Load: loadHalf, Name: "committer batch=8 at 2500/s", Batch: 8, Datasets: 1, Txns: 100, OfferedPerSec: 2500,
 			CommitsPerSec: 2400, P50Ms: 0.5, P99Ms: 3, Rejected: 2, RejectedBy: map[string]int64{"READ_VERSION_TOO_OLD": 2},
 			RejectedExamples: map[string]string{"READ_VERSION_TOO_OLD": "read_version 3 is no longer retained"}, SetupSec: 0.1, RunSec: 1, RSSBytes: 1, Replicas: 3, VsRaw: 0.48},
