@@ -129,7 +129,7 @@ type appendDecoder struct {
 func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok bool) {
 	var reuse *appendBlock
 	if into != nil {
-		reuse, into.raw = &into.block, nil
+		reuse, into.raw = &into.block.appendBlock, nil
 	}
 	hasPre := false
 	if reuse == nil { // decline another operation before allocating
@@ -161,7 +161,11 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	if !d.txn(b, nil) || d.nFrags == 0 {
 		return nil, false, false
 	}
-	txn = d.allocate()
+	var guarded *guardedBlock
+	if into != nil {
+		guarded = &into.block
+	}
+	txn, reused = d.allocate(guarded)
 	d.counting, d.body = false, body
 	if d.hasBytes {
 		d.raw = slices.Clone(b)
@@ -170,7 +174,10 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	if !d.txn(b, txn) {
 		return nil, false, false // cannot happen: the first pass accepted b
 	}
-	return txn, false, true
+	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
+		into.raw = d.firstFrag
+	}
+	return txn, reused, true
 }
 
 // scanTop reports whether transaction b has an Append field and a
@@ -227,15 +234,21 @@ func (d *appendDecoder) room(n, have int) bool {
 	return false
 }
 
-// allocate sizes the messages the counting pass found.
-func (d *appendDecoder) allocate() *lancepb.Transaction {
+// allocate sizes the messages the counting pass found. The usual
+// guarded Append goes into reuse when that is not nil (reused).
+func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction, reused bool) {
 	small := d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
 	if small && d.nPre == 1 && d.nRows == 1 {
-		x := &guardedBlock{}
+		x := reuse
+		if x != nil {
+			*x = guardedBlock{}
+		} else {
+			x = &guardedBlock{}
+		}
 		d.pres, d.prePtrs, d.rows, d.rowPtrs = x.pres[:], x.prePtrs[:], x.rows[:], x.rowPtrs[:]
 		txn := d.into(&x.appendBlock)
 		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
-		return txn
+		return txn, reuse != nil
 	}
 	if d.nPre > 0 {
 		d.pres, d.prePtrs = make([]precondBlock, d.nPre), make([]*lancepb.Precondition, d.nPre)
@@ -246,7 +259,7 @@ func (d *appendDecoder) allocate() *lancepb.Transaction {
 	if small {
 		txn := d.small()
 		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
-		return txn
+		return txn, false
 	}
 	x := &txnBlock{}
 	x.op.Append = &x.app
@@ -254,7 +267,7 @@ func (d *appendDecoder) allocate() *lancepb.Transaction {
 	d.frags, d.fragPtrs = make([]lancepb.DataFragment, d.nFrags), make([]*lancepb.DataFragment, d.nFrags)
 	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
 	d.ints = make([]int32, d.nInts)
-	return &x.txn
+	return &x.txn, false
 }
 
 // fields calls field for each field of message b, in order. It reports

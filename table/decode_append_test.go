@@ -290,6 +290,14 @@ func TestDecodeGuardedAppendInOneBlock(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { decodeAppend(b, nil) }); n != 2 {
 		t.Errorf("decoding a guarded append takes %v allocations, want 2", n)
 	}
+	var d Decoder
+	got, _, reused, err := d.Decode(b)
+	if err != nil || !reused || got != &d.block.txn || !proto.Equal(got, txn) {
+		t.Fatalf("Decoder: %v, reused %v, %v; want %v in its block", got, reused, err, txn)
+	}
+	if n := testing.AllocsPerRun(100, func() { d.Decode(b) }); n != 1 {
+		t.Errorf("decoding a guarded append into a Decoder's block takes %v allocations, want 1", n)
+	}
 }
 
 // TestDecoderReusesItsBlock decodes the usual Append (one fragment, one

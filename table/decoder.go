@@ -7,8 +7,9 @@ import (
 )
 
 // Decoder decodes transactions as DecodeTransaction does, except that it
-// decodes the usual Append — one fragment with one data file, no
-// preconditions — into a block of its own that every such Decode reuses:
+// decodes the usual Append — one fragment with one data file, and no
+// precondition or one on a single fragment — into a block of its own
+// that every such Decode reuses:
 // the messages cost no allocation, and nothing is left for the garbage
 // collector to trace and sweep. Decode reports when it did so (reused);
 // such a transaction is valid only until the next Decode, and a caller
@@ -16,7 +17,7 @@ import (
 //
 // A Decoder is not safe for concurrent use; its zero value is ready.
 type Decoder struct {
-	block appendBlock
+	block guardedBlock
 	// raw is the block's fragment as staged, when that is how this
 	// package encodes it with id 0 (canonicalFragment); else nil. A piece
 	// of the body last decoded into the block.
