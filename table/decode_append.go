@@ -127,9 +127,9 @@ type appendDecoder struct {
 // nil (reused: see Decoder), in one pass with no scan before it; the
 // Decoder then notes its fragment's bytes if they are canonical.
 func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok bool) {
-	var reuse *appendBlock
+	var reuse *guardedBlock
 	if into != nil {
-		reuse, into.raw = &into.block.appendBlock, nil
+		reuse, into.raw = &into.block, nil
 	}
 	hasPre := false
 	if reuse == nil { // decline another operation before allocating
@@ -137,13 +137,12 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 		if isAppend, hasPre = scanTop(b); !isAppend {
 			return nil, false, false
 		}
-	} // else the block's pass declines it, and overflows on a precondition
+	} // else the block's pass declines it, and overflows beyond one precondition
 	body := string(b)
 	if !hasPre { // no room for preconditions in one pass
 		d := appendDecoder{base: b, body: body}
-		if reuse != nil {
-			*reuse = appendBlock{}
-			txn = d.into(reuse)
+		if into != nil {
+			txn = d.intoGuarded(&into.block)
 		} else {
 			txn = d.small()
 		}
@@ -161,11 +160,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	if !d.txn(b, nil) || d.nFrags == 0 {
 		return nil, false, false
 	}
-	var guarded *guardedBlock
-	if into != nil {
-		guarded = &into.block
-	}
-	txn, reused = d.allocate(guarded)
+	txn, reused = d.allocate(reuse)
 	d.counting, d.body = false, body
 	if d.hasBytes {
 		d.raw = slices.Clone(b)
@@ -213,6 +208,14 @@ type guardedBlock struct {
 	rows    [1]rowsBlock
 }
 
+// intoGuarded zeroes block x and returns its transaction, with d's
+// slices at the block's capacity, a precondition's included.
+func (d *appendDecoder) intoGuarded(x *guardedBlock) *lancepb.Transaction {
+	*x = guardedBlock{}
+	d.pres, d.prePtrs, d.rows, d.rowPtrs = x.pres[:], x.prePtrs[:], x.rows[:], x.rowPtrs[:]
+	return d.into(&x.appendBlock)
+}
+
 // into returns the transaction of block x, with d's slices at the block's
 // capacity.
 func (d *appendDecoder) into(x *appendBlock) *lancepb.Transaction {
@@ -240,13 +243,10 @@ func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction,
 	small := d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
 	if small && d.nPre == 1 && d.nRows == 1 {
 		x := reuse
-		if x != nil {
-			*x = guardedBlock{}
-		} else {
+		if x == nil {
 			x = &guardedBlock{}
 		}
-		d.pres, d.prePtrs, d.rows, d.rowPtrs = x.pres[:], x.prePtrs[:], x.rows[:], x.rowPtrs[:]
-		txn := d.into(&x.appendBlock)
+		txn := d.intoGuarded(x)
 		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
 		return txn, reuse != nil
 	}
