@@ -123,9 +123,9 @@ type appendDecoder struct {
 }
 
 // decodeAppend decodes b if it is an Append the fast path recognises.
-// One that fits an appendBlock is decoded into reuse when that is not
-// nil (reused: see Decoder), in one pass with no scan before it; the
-// Decoder then notes its fragment's bytes if they are canonical.
+// Given a Decoder (into), one that fits a guardedBlock is decoded into
+// the Decoder's (reused), in one pass with no scan before it, and the
+// Decoder notes its fragment's bytes if they are canonical.
 func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok bool) {
 	var reuse *guardedBlock
 	if into != nil {
