@@ -43,10 +43,6 @@ type Committer struct {
 	// atomicMin is the smallest group appended as one atomic batch:
 	// Config.AtomicBatchMin, or AtomicBatchMinFor the decision log (useStreams).
 	atomicMin int
-	// shared gathers datasets' appends into shared batches when every
-	// group of two or more is atomic anyway (atomicMin ≤ 2: replicated
-	// and memory logs); nil otherwise (shared.go).
-	shared *sharedLog
 
 	ready    atomic.Bool
 	mu       sync.Mutex

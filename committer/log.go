@@ -55,10 +55,6 @@ func (c *Committer) useStreams(txn, dec jetstream.Stream, obj jetstream.ObjectSt
 		RequestTimeout: logRequestTimeout,
 		MidBatch:       func(ds string) error { return c.step(StepMidBatch, ds) },
 	})
-	c.shared = nil
-	if c.atomicMin <= 2 {
-		c.shared = newSharedLog(c.dl)
-	}
 }
 
 // openStreams creates or verifies the streams, opens the log and lists

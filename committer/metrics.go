@@ -70,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
 		}),
 		appendTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: metricAppend, Help: "Time one group of decisions takes to append to the decision log, by mode: atomic (one atomic batch), chain (single fenced appends, one after the other) or shared (in one atomic batch with other datasets' groups, on replicated logs; waiting for a lane included).",
+			Name: metricAppend, Help: "Time one group of decisions takes to append to the decision log, by mode: atomic (one atomic batch) or chain (single fenced appends, one after the other).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50µs .. 1.6s
 		}, []string{"mode"}),
 		readLag: prometheus.NewHistogram(prometheus.HistogramOpts{

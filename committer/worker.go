@@ -343,19 +343,13 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 // milliseconds.
 const appendTimeout = 1500 * time.Millisecond
 
-// append appends recs fenced on expect. Where every group of two or more
-// is atomic (Committer.shared), the group goes with whatever other
-// datasets' groups wait (shared.go). Otherwise batches of at least
+// append appends recs fenced on expect. Batches of at least
 // Committer.atomicMin decisions go as one atomic batch; smaller ones as a chain
 // of single fenced appends, each guarded by the sequence the previous one
 // got. A chain that fails part way is rolled back as a whole; the
 // caller's catch-up reads back what did land.
 func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
 	c := w.c
-	if c.shared != nil {
-		defer c.metrics.appended("shared", time.Now())
-		return c.shared.append(w.ds, expect, recs)
-	}
 	if len(recs) >= c.atomicMin {
 		defer c.metrics.appended("atomic", time.Now())
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)

@@ -75,22 +75,10 @@ func (l *Log) AppendEncoded(ctx context.Context, ds string, expect uint64, encs 
 // batch builds the messages of encs: the first carries the fence, and
 // more than one form an atomic batch.
 func (l *Log) batch(ds string, expect uint64, encs []Encoded) ([]*nats.Msg, error) {
-	msgs, err := l.fenced(nil, ds, expect, encs)
-	if err != nil {
-		return nil, err
-	}
-	if len(msgs) > 1 {
-		atomic(msgs)
-	}
-	return msgs, nil
-}
-
-// fenced appends to msgs the messages of encs, decisions of ds, the first
-// fenced on expect.
-func (l *Log) fenced(msgs []*nats.Msg, ds string, expect uint64, encs []Encoded) ([]*nats.Msg, error) {
 	if len(encs) == 0 {
 		return nil, fmt.Errorf("declog: append to %s: no decisions", ds)
 	}
+	msgs := make([]*nats.Msg, len(encs))
 	for i, e := range encs {
 		if d := e.Decision; d.GetDataset() != ds {
 			return nil, fmt.Errorf("declog: append to %s: decision of %q", ds, d.GetDataset())
@@ -99,24 +87,20 @@ func (l *Log) fenced(msgs []*nats.Msg, ds string, expect uint64, encs []Encoded)
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
-			m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.sc.DecOf(ds))
+		msgs[i] = m
+	}
+	first := msgs[0].Header
+	first.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+	first.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.sc.DecOf(ds))
+	if len(msgs) > 1 {
+		id := nuid.Next()
+		for i, m := range msgs {
+			m.Header.Set("Nats-Batch-Id", id)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
 		}
-		msgs = append(msgs, m)
+		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
 	}
 	return msgs, nil
-}
-
-// atomic makes msgs one atomic batch: the server stores all of them,
-// contiguously, or none.
-func atomic(msgs []*nats.Msg) {
-	id := nuid.Next()
-	for i, m := range msgs {
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-	}
-	msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
 }
 
 // appendResult reads the server's answer to an append of decs.
