@@ -115,7 +115,6 @@ func summarize(runs []benchRecord) benchRecord {
 	if name, _, cut := strings.Cut(s.Name, " at "); cut && s.OfferedPerSec > 0 {
 		s.Name = fmt.Sprintf("%s at %.0f/s", name, s.OfferedPerSec)
 	}
-	s.Name += fmt.Sprintf(" (median of %d)", len(runs))
 	return s
 }
 
