@@ -185,7 +185,7 @@ func (l *Log) WriteCheckpoint(ctx context.Context, cp Checkpoint) error {
 	if obj == nil {
 		return fmt.Errorf("declog: write checkpoint: %w", jetstream.ErrBucketNotFound)
 	}
-	mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(cp.Manifest.Proto())
+	mb, err := cp.Manifest.AppendEncoding(nil)
 	if err != nil {
 		return fmt.Errorf("declog: encode checkpoint: %w", err)
 	}
