@@ -61,8 +61,8 @@ func TestAppendEncodingMatchesMarshal(t *testing.T) {
 
 	pb := head.Proto()
 	pb.Fragments = append(pb.Fragments, &lancepb.DataFragment{Id: 9999, PhysicalRows: 10,
-		Files:        []*lancepb.DataFile{{Path: "data/d.lance", Fields: []int32{0}}},
-		DeletionFile: &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 3, Id: 7, NumDeletedRows: 2},
+		Files:         []*lancepb.DataFile{{Path: "data/d.lance", Fields: []int32{0}}},
+		DeletionFile:  &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 3, Id: 7, NumDeletedRows: 2},
 		RowIdSequence: &lancepb.DataFragment_InlineRowIds{InlineRowIds: []byte{1, 2, 3}}})
 	pb.ProtoReflect().SetUnknown([]byte{0xf8, 0x07, 0x01}) // field 127, varint 1
 	m, err := FromProto(pb)
