@@ -37,26 +37,10 @@ func checkEncoding(t *testing.T, what string, m *Manifest) {
 // kept decoded, with unknown fields in the header.
 func TestAppendEncodingMatchesMarshal(t *testing.T) {
 	checkEncoding(t, "empty", btManifest(t))
-	var d Decoder
 	r := rand.New(rand.NewPCG(3, 4))
-	head := btManifest(t, 1, 2, 3)
-	for i := range 200 {
-		txn := &lancepb.Transaction{ReadVersion: head.Version(), Uuid: fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i),
-			Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{{
-				PhysicalRows: uint64(1 + r.IntN(100)), Files: []*lancepb.DataFile{{Path: fmt.Sprintf("data/%d.lance", i), Fields: []int32{0}}},
-			}}}}}
-		b, err := proto.Marshal(txn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decoded, _, _, err := d.Decode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if head, err = d.Apply(t.Context(), head, decoded, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	head := stagedAppends(t, btManifest(t, 1, 2, 3), 200, func(i int) *lancepb.DataFragment {
+		return &lancepb.DataFragment{PhysicalRows: uint64(1 + r.IntN(100)), Files: []*lancepb.DataFile{{Path: fmt.Sprintf("data/%d.lance", i), Fields: []int32{0}}}}
+	})
 	checkEncoding(t, "200 staged appends", head)
 
 	pb := head.Proto()
@@ -76,4 +60,28 @@ func TestAppendEncodingMatchesMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEncoding(t, "a fragment kept decoded", kept.Build())
+}
+
+// stagedAppends applies n Appends to head as the committer does: each
+// staged as bytes, decoded and applied by one Decoder, frag(i) the i-th
+// one's fragment.
+func stagedAppends(tb testing.TB, head *Manifest, n int, frag func(i int) *lancepb.DataFragment) *Manifest {
+	tb.Helper()
+	var d Decoder
+	for i := range n {
+		txn := &lancepb.Transaction{ReadVersion: head.Version(), Uuid: fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d", i),
+			Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: []*lancepb.DataFragment{frag(i)}}}}
+		b, err := proto.Marshal(txn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		decoded, _, _, err := d.Decode(b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if head, err = d.Apply(tb.Context(), head, decoded, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return head
 }
