@@ -74,3 +74,39 @@ func TestValidTxnID(t *testing.T) {
 		}
 	}
 }
+
+// TestSameUUIDInTwoDatasets is the regression test for a stall: a
+// transaction uuid is an identity within its dataset, but decision
+// records used to take their Nats-Msg-Id from the uuid alone, and the
+// log deduplicates across datasets. A second dataset deciding a uuid the
+// first had decided in the last ten minutes had its append answered
+// "duplicate", caught up, found nothing new, and tried again: forever,
+// with every later transaction of that dataset behind it.
+func TestSameUUIDInTwoDatasets(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	start(t, srv.URL(), cfg)
+	var sc subject.Scheme
+	for _, ds := range []string{"first", "second"} {
+		id := newUUID()
+		stage(t, js, ds, id, mustMarshal(t, createTxn(id)))
+	}
+	shared, after := newUUID(), newUUID()
+	stage(t, js, "first", shared, mustMarshal(t, appendTxn(shared, 1)))
+	waitDecided(t, js, "first", 2, 20*time.Second)
+	// The staging stream deduplicates across datasets too, so the second
+	// copy goes without a message id; the committer identifies it by the
+	// uuid in its body.
+	if _, err := js.Publish(t.Context(), sc.Txn("second"), mustMarshal(t, appendTxn(shared, 1))); err != nil {
+		t.Fatal(err)
+	}
+	stage(t, js, "second", after, mustMarshal(t, appendTxn(after, 1)))
+	l := waitDecided(t, js, "second", 3, 20*time.Second)
+	for i, want := range []string{shared, after} {
+		r := l[i+1].rec
+		if r.TxnUuid != want || r.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED || r.Version != uint64(i+2) {
+			t.Errorf("second dataset, decision %d: %s %v version %d (%s), want %s committed as version %d", i+2, r.TxnUuid, r.Outcome, r.Version, r.Message, want, i+2)
+		}
+	}
+}

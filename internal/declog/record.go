@@ -123,8 +123,8 @@ func Encode(d *cellguardpb.Decision) (Encoded, error) {
 
 // Message builds the log message of one decision: the subject of its
 // outcome, the body, and the headers a headers-only reader needs, with a
-// Nats-Msg-Id derived from the transaction uuid (a decision is stored
-// once).
+// Nats-Msg-Id derived from the dataset and the transaction uuid (a
+// decision is stored once).
 func Message(sc subject.Scheme, d *cellguardpb.Decision) (*nats.Msg, error) {
 	e, err := Encode(d)
 	if err != nil {
@@ -147,7 +147,7 @@ func (e Encoded) Message(sc subject.Scheme) (*nats.Msg, error) {
 	o := subjectOf(d.GetOutcome())
 	m := nats.NewMsg(sc.Dec(d.GetDataset(), o))
 	m.Data = body
-	m.Header.Set(subject.HdrMsgID, subject.DecisionMsgID(d.GetTxnUuid()))
+	m.Header.Set(subject.HdrMsgID, subject.DecisionMsgID(d.GetDataset(), d.GetTxnUuid()))
 	m.Header.Set(subject.HdrTxnID, d.GetTxnUuid())
 	m.Header.Set(subject.HdrTxnSeq, strconv.FormatUint(d.GetTxnSeq(), 10))
 	switch o {

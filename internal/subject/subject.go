@@ -401,11 +401,16 @@ func ParseCheckpointKey(key string) (ds string, version uint64, err error) {
 	return ds, version, nil
 }
 
-// DecisionMsgID is the Nats-Msg-Id of the decision for a transaction uuid.
-func DecisionMsgID(txnID string) string { return "dec-" + txnID }
+// DecisionMsgID is the Nats-Msg-Id of ds's decision for a transaction
+// uuid. The log deduplicates across every dataset, and a uuid is the
+// identity of a transaction within its dataset only: the same uuid staged
+// to two datasets gets a decision in each. The dataset is written between
+// colons, which no dataset name contains, so no two (dataset, uuid) pairs
+// share an id.
+func DecisionMsgID(ds, txnID string) string { return "dec:" + ds + ":" + txnID }
 
 // TombstoneMsgID is the Nats-Msg-Id of ds's tombstone. No decision can
-// take it: theirs all start with "dec-".
+// take it: theirs all start with "dec:".
 func TombstoneMsgID(ds string) string { return "deleted-" + ds }
 
 // AnonymousTxnID is the identity used for a staged message whose body has
