@@ -359,21 +359,39 @@ var lowerHex = func() (t [256]byte) {
 	return t
 }()
 
-func (d *idSet) has(id string) bool {
-	if k, ok := uuidKey(id); ok {
-		return d.hasKey(k)
+// decidedID is an id as the set keeps it: its uuid key when it is one,
+// else the string (idOf).
+type decidedID struct {
+	key    idKey
+	isUUID bool
+	id     string
+}
+
+// idOf parses id once, for a lookup and an add of the same id.
+func idOf(id string) decidedID {
+	k, ok := uuidKey(id)
+	return decidedID{key: k, isUUID: ok, id: id}
+}
+
+func (d *idSet) hasID(x decidedID) bool {
+	if x.isUUID {
+		return d.hasKey(x.key)
 	}
-	_, found := d.s[id]
+	_, found := d.s[x.id]
 	return found
 }
 
-func (d *idSet) add(id string) {
-	if k, ok := uuidKey(id); ok {
-		d.addKey(k)
+func (d *idSet) addID(x decidedID) {
+	if x.isUUID {
+		d.addKey(x.key)
 		return
 	}
-	d.s[id] = struct{}{}
+	d.s[x.id] = struct{}{}
 }
+
+func (d *idSet) has(id string) bool { return d.hasID(idOf(id)) }
+
+func (d *idSet) add(id string) { d.addID(idOf(id)) }
 
 func (d *idSet) remove(id string) {
 	if k, ok := uuidKey(id); ok {
