@@ -326,18 +326,20 @@ func (d *idSet) rebuild() {
 }
 
 func uuidKey(id string) (idKey, bool) {
-	var k [16]byte
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return idKey{}, false
 	}
+	var k [2]uint64
+	var bad byte // any digit's high bits: not hex, or upper case (keep case-distinct ids distinct)
 	for i, at := range uuidBytes {
 		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
-		if (hi|lo)&0xf0 != 0 {
-			return idKey{}, false // not hex, or upper case: keep case-distinct ids distinct
-		}
-		k[i] = hi<<4 | lo
+		bad |= hi | lo
+		k[i/8] = k[i/8]<<8 | uint64(hi<<4|lo)
 	}
-	return keyOf(k), true
+	if bad&0xf0 != 0 {
+		return idKey{}, false
+	}
+	return idKey{k[0], k[1]}, true
 }
 
 // uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in

@@ -244,7 +244,7 @@ func TestValidTxnIDMatchesSubject(t *testing.T) {
 		ids = append(ids, string(b))
 	}
 	for _, id := range ids {
-		want, got := subject.ValidTxnID(id) == nil, validTxnID(id) == nil
+		want, got := subject.ValidTxnID(id) == nil, validTxnID(idOf(id)) == nil
 		if got != want {
 			t.Fatalf("validTxnID(%q) accepts %v, subject.ValidTxnID %v", id, got, want)
 		}

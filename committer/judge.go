@@ -23,8 +23,8 @@ import (
 func (s *state) decide(ctx context.Context, in staged) verdict {
 	s.deciding = true
 	defer func() { s.deciding = false }()
-	id, txn, op, borrowed, decodeErr := s.identify(in)
-	key := idOf(id) // parsed once: looked up here, added in record
+	key, txn, op, borrowed, decodeErr := s.identify(in) // key: looked up here, added in record
+	id := key.id
 	if s.decided.hasID(key) || s.attemptDecided(in) {
 		return verdict{skip: true}
 	}
@@ -68,35 +68,37 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 // rejected (decodeErr) under the fallback identity, so two messages never
 // share an identity by accident or by choice. The transaction is decoded
 // with the state's decoder: borrowed reports that it lives in the
-// decoder's memory, valid until the next identify.
-func (s *state) identify(in staged) (id string, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
+// decoder's memory, valid until the next identify. The identity comes
+// parsed (idOf), for the decided set.
+func (s *state) identify(in staged) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
 	if len(in.data) > s.lim.maxTxnBytes {
-		return fallbackID(in), nil, table.OpUnknown, false, nil
+		return idOf(fallbackID(in)), nil, table.OpUnknown, false, nil
 	}
 	if s.dec == nil {
 		s.dec = new(table.Decoder)
 	}
 	txn, op, borrowed, err = s.dec.Decode(in.data)
 	if txn == nil {
-		return fallbackID(in), txn, op, borrowed, err
+		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
-	if idErr := validTxnID(txn.GetUuid()); idErr != nil {
+	id = idOf(txn.GetUuid())
+	if idErr := validTxnID(id); idErr != nil {
 		if err == nil {
 			err = fmt.Errorf("transaction uuid: %w", idErr)
 		}
-		return fallbackID(in), txn, op, borrowed, err
+		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
-	return txn.GetUuid(), txn, op, borrowed, err
+	return id, txn, op, borrowed, err
 }
 
-// validTxnID is subject.ValidTxnID, answered at once for the usual id, a
-// uuid in lower-case hex (36 printable characters, none of the reserved
-// prefix: TestValidTxnIDMatchesSubject).
-func validTxnID(id string) error {
-	if _, ok := uuidKey(id); ok {
+// validTxnID is subject.ValidTxnID(x.id), answered at once for the usual
+// id, a uuid in lower-case hex (36 printable characters, none of the
+// reserved prefix: TestValidTxnIDMatchesSubject).
+func validTxnID(x decidedID) error {
+	if x.isUUID {
 		return nil
 	}
-	return subject.ValidTxnID(id)
+	return subject.ValidTxnID(x.id)
 }
 
 func fallbackID(in staged) string {
