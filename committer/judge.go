@@ -309,7 +309,7 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 	rec.Version = next.Version()
 	v := verdict{rec: rec, next: next, txn: txn, deletions: dels}
 	if staged != nil {
-		landed, err := table.Land(staged, txn.GetReadVersion())
+		landed, err := s.dec.Land(staged, txn.GetReadVersion()) // the decoder knows staged: no walk
 		if err != nil {
 			return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 		}
