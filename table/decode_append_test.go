@@ -94,6 +94,41 @@ func checkReusedDecode(t *testing.T, b []byte, fresh *lancepb.Transaction, ok bo
 		t.Fatalf("Decoder knows the read version of %x, which the fast path declines", b)
 	}
 	checkLand(t, &reusing, b)
+	if reused && len(txn.GetAppend().GetFragments()) == 1 {
+		frag := firstFragment(b)
+		if got, want := reusing.raw != nil, canonicalFragment(frag); got != want || got && !slices.Equal(reusing.raw, frag) {
+			t.Fatalf("Decoder kept the staged fragment %x: %v; canonicalFragment says %v", frag, got, want)
+		}
+	}
+}
+
+// firstFragment returns the encoding of the first fragment of b, an
+// encoded Append (nil if there is none), found field by field.
+func firstFragment(b []byte) []byte {
+	var app, frag []byte
+	for rest := b; len(rest) > 0 && app == nil; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if n < 0 || m < 0 {
+			return nil
+		}
+		if num == txnAppend {
+			app, _ = protowire.ConsumeBytes(rest[n:])
+		}
+		rest = rest[n+m:]
+	}
+	for rest := app; len(rest) > 0 && frag == nil; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if n < 0 || m < 0 {
+			return nil
+		}
+		if num == appendFragments {
+			frag, _ = protowire.ConsumeBytes(rest[n:])
+		}
+		rest = rest[n+m:]
+	}
+	return frag
 }
 
 // checkLand checks d.Land against Land on b, the body d decoded last,
