@@ -356,9 +356,14 @@ func asRejection(err error) *rejection {
 	return &rejection{reason: errorReason(err), msg: err.Error()}
 }
 
-// record applies a verdict to the provisional state; key is
-// idOf(v.rec.TxnUuid).
+// record applies a verdict to the provisional state. key is the
+// identity decide looked up, parsed; the record may name another
+// (checkStager's VERSION_MOVED names the attempt), and the record's is
+// the one decided.
 func (s *state) record(v verdict, key decidedID, txnSeq uint64) {
+	if key.id != v.rec.TxnUuid {
+		key = idOf(v.rec.TxnUuid)
+	}
 	s.decided.addID(key)
 	s.journal = append(s.journal, v.rec.TxnUuid)
 	if txnSeq > s.lastTxnSeq {
