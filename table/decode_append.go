@@ -110,9 +110,6 @@ type appendDecoder struct {
 	hasBytes                           bool
 	rvStart, rvEnd                     int    // the read_version field, tag included: base[rvStart:rvEnd]
 	firstFrag                          []byte // the first fragment's encoding, a piece of base
-	// canon: the first fragment is canonicalFragment, found while it is
-	// read (inFirst); meaningful once the whole body decoded.
-	canon, inFirst bool
 
 	pres    []precondBlock
 	prePtrs []*lancepb.Precondition
@@ -151,7 +148,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 			txn = d.small()
 		}
 		if d.txn(b, txn) {
-			if reuse != nil && d.nFrags == 1 && d.canon {
+			if reuse != nil && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
 				into.raw = d.firstFrag
 			}
 			if into != nil && d.nFrags > 0 {
@@ -176,7 +173,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	if !d.txn(b, txn) {
 		return nil, false, false // cannot happen: the first pass accepted b
 	}
-	if reused && d.nFrags == 1 && d.canon {
+	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
 		into.raw = d.firstFrag
 	}
 	if into != nil {
@@ -537,12 +534,10 @@ func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
 			d.fragPtrs[d.nFrags] = f
 		}
 		if d.nFrags == 0 {
-			d.firstFrag, d.canon, d.inFirst = x, true, true
+			d.firstFrag = x
 		}
 		d.nFrags++
-		read := d.fragment(x, f)
-		d.inFirst = false
-		return read
+		return d.fragment(x, f)
 	})
 	if ok && txn != nil && d.nFrags > first {
 		txn.GetAppend().Fragments = d.fragPtrs[first:d.nFrags:d.nFrags]
@@ -553,11 +548,7 @@ func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
 func (d *appendDecoder) fragment(b []byte, f *lancepb.DataFragment) bool {
 	var seen uint32
 	first := d.nFiles
-	end, last := cap(d.base)-cap(b), protowire.Number(0) // for canonFragmentField
 	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
-		if d.inFirst {
-			end, last = d.canonFragmentField(end, last, num, v)
-		}
 		switch num {
 		case fragID, fragPhysicalRows:
 			x, ok := varint(typ, v)
@@ -590,19 +581,12 @@ func (d *appendDecoder) fragment(b []byte, f *lancepb.DataFragment) bool {
 	if ok && f != nil && d.nFiles > first {
 		f.Files = d.filePtrs[first:d.nFiles:d.nFiles]
 	}
-	if d.inFirst && last != fragPhysicalRows {
-		d.canon = false
-	}
 	return ok
 }
 
 func (d *appendDecoder) file(b []byte, f *lancepb.DataFile) bool {
 	var seen uint32
-	end, last := cap(d.base)-cap(b), protowire.Number(0) // for canonFileField
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
-		if d.inFirst {
-			end, last = d.canonFileField(end, last, num, v)
-		}
 		switch num {
 		case filePath:
 			s, ok := d.str(typ, v)

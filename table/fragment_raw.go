@@ -109,55 +109,6 @@ func canonicalInts(b []byte) bool {
 	return true
 }
 
-// canonFragmentField is canonicalFragment's check of one field of the
-// first fragment, made as appendDecoder reads it (num, its value v) where
-// the previous field ended at end in base, the last number being last;
-// it returns where this field ends and its number. Checks the decoding
-// makes anyway (a field's wire type, a varint's or a path's validity)
-// are left to it: canon means canonicalFragment only when the whole body
-// decoded (TestDecoderCanonMatchesCanonicalFragment).
-func (d *appendDecoder) canonFragmentField(end int, last, num protowire.Number, v []byte) (int, protowire.Number) {
-	start := cap(d.base) - cap(v)
-	if start-end != protowire.SizeTag(num) {
-		d.canon = false
-	}
-	switch {
-	case num == fragFiles && last <= fragFiles:
-		if x, m := protowire.ConsumeBytes(v); m != protowire.SizeBytes(len(x)) {
-			d.canon = false
-		}
-	case num == fragPhysicalRows && last < fragPhysicalRows:
-		if canonicalVarint(v, math.MaxUint64) != len(v) {
-			d.canon = false
-		}
-	default:
-		d.canon = false
-	}
-	return start + len(v), num
-}
-
-// canonFileField is canonFragmentField for a field of one of the first
-// fragment's data files (canonicalFile).
-func (d *appendDecoder) canonFileField(end int, last, num protowire.Number, v []byte) (int, protowire.Number) {
-	start := cap(d.base) - cap(v)
-	ok := start-end == protowire.SizeTag(num) && num > last
-	switch num {
-	case filePath, fileFields, fileColumns:
-		x, m := protowire.ConsumeBytes(v)
-		ok = ok && m == protowire.SizeBytes(len(x)) && len(x) > 0 && (num == filePath || canonicalInts(x))
-	case fileMajor, fileMinor:
-		ok = ok && canonicalVarint(v, math.MaxUint32) == len(v)
-	case fileSizeBytes:
-		ok = ok && canonicalVarint(v, math.MaxUint64) == len(v)
-	default:
-		ok = false
-	}
-	if !ok {
-		d.canon = false
-	}
-	return start + len(v), num
-}
-
 // newRawFragment returns the fragment whose encoding with id 0 is raw
 // (canonicalFragment), with id set to id and rows physical rows: its
 // encoding is the id field, then raw. The id comes first because it is
