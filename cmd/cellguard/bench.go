@@ -110,6 +110,11 @@ medians over the rounds; "round" 0):
 the number of datasets, committer beside raw JetStream (the medians, with
 -rounds above 1).
 
+-timeline DIR writes one file per run, NN-<run name>.tsv: a "# <run name>"
+line, a header line "sent_ms<TAB>latency_ms", then one line per decision in
+staging order: when its transaction was staged (ms since the run's first
+staging) and how long its decision took (ms). It shows when a tail happens.
+
 flags:
 `
 
@@ -138,6 +143,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
 	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
 	rounds := fs.Int("rounds", 1, "make the whole plan this many times, one round after another, and end with each run's median over the rounds")
+	timelineDir := fs.String("timeline", "", "write every decision of each run (staged when, decided how long after) to a tab-separated file in `DIR`")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -176,6 +182,11 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
+	if *timelineDir != "" {
+		if err := os.MkdirAll(*timelineDir, 0o755); err != nil {
+			return err
+		}
+	}
 	quiet := slog.New(slog.DiscardHandler)
 	if os.Getenv("CELLGUARD_BENCH_LOG") != "" {
 		quiet = slog.New(slog.NewTextHandler(stderr, nil))
@@ -187,7 +198,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	b := &bencher{
 		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
-		out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
+		timelineDir: *timelineDir, out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: *rounds * plan.runs(*latency)},
 	}
 	stopTicker := b.prog.tick(*every)

@@ -146,7 +146,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{res: tr.result(n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem, meter: used}, nil
+	return outcome{res: tr.result(n), timeline: b.timeline(tr), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), mem: &mem, meter: used}, nil
 }
 
 // startMany starts the raw loop (meter.reg nil), or one committer

@@ -37,9 +37,11 @@ type bencher struct {
 	cacheBytes int
 	// partitions is the committers' Config.Partitions.
 	partitions int
-	rep        *benchReport
-	prog       *benchProgress
-	round      int // of the runs being made, from 1
+	// timelineDir, if set, receives each run's decisions (-timeline).
+	timelineDir string
+	rep         *benchReport
+	prog        *benchProgress
+	round       int // of the runs being made, from 1
 }
 
 type runSpec struct {
@@ -61,6 +63,7 @@ type result struct {
 // outcome is what one run measured.
 type outcome struct {
 	res      result
+	timeline []sample // every decision, when -timeline is set
 	setup    time.Duration
 	replicas int
 	mem      *memReport // many-datasets runs
@@ -104,6 +107,11 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
 	}
 	rec.record(out.res)
+	if b.timelineDir != "" {
+		if _, err := writeTimeline(b.timelineDir, len(b.rep.Runs)+1, rec.Name, out.timeline); err != nil {
+			return rec, fmt.Errorf("bench: %s: timeline: %w", rec.Name, err)
+		}
+	}
 	rec.Groups, rec.CPUPerTxnUs = out.meter.groups, float64(out.meter.cpu.Microseconds())/float64(rec.Txns)
 	if rec.Groups > 0 {
 		rec.AppendMs = ms(out.meter.appending) / float64(rec.Groups)
@@ -259,7 +267,15 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
-	return outcome{res: tr.result(b.n), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), meter: meter.since(1 + b.n)}, nil
+	return outcome{res: tr.result(b.n), timeline: b.timeline(tr), setup: setup, replicas: streamReplicas(ctx, js, sc.DecStream()), meter: meter.since(1 + b.n)}, nil
+}
+
+// timeline returns tr's decisions when -timeline is set.
+func (b *bencher) timeline(tr *tracker) []sample {
+	if b.timelineDir == "" {
+		return nil
+	}
+	return tr.timeline()
 }
 
 // produce stages b.n appends. At full speed (rate 0) each of b.producers

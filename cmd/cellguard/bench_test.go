@@ -48,8 +48,10 @@ func runBench(t *testing.T, args ...string) (rep benchReport, raw, svg []byte, s
 }
 
 func TestBenchReportAndPlot(t *testing.T) {
+	timelines := t.TempDir()
 	rep, raw, svg, stderr := runBench(t, "-txns", "60", "-producers", "6", "-batches", "1,32", "-preconditions", "4",
-		"-datasets", "3,6", "-datasets-txns", "2", "-progress", "1ms")
+		"-datasets", "3,6", "-datasets-txns", "2", "-progress", "1ms", "-timeline", timelines)
+	checkTimelines(t, timelines, rep.Runs)
 
 	// The JSON round-trips: decoding and encoding again gives the same bytes.
 	again, err := json.MarshalIndent(rep, "", "  ")
@@ -110,6 +112,49 @@ func TestBenchReportAndPlot(t *testing.T) {
 	}
 	if !strings.Contains(stderr, " decided (elapsed ") {
 		t.Errorf("stderr has no \"n/m decided\" line:\n%s", stderr)
+	}
+}
+
+// checkTimelines checks -timeline's files: one per run, named after it,
+// with one line per decision in staging order.
+func checkTimelines(t *testing.T, dir string, runs []benchRecord) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.tsv"))
+	if err != nil || len(files) != len(runs) {
+		t.Fatalf("%d timeline files (%v), want %d", len(files), err, len(runs))
+	}
+	for i, r := range runs {
+		path := filepath.Join(dir, fmt.Sprintf("%02d-%s.tsv", i+1, slug(r.Name)))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(lines) != r.Txns+2 || lines[0] != "# "+r.Name || lines[1] != "sent_ms\tlatency_ms" {
+			t.Errorf("%s: %d lines starting %q, want %d: the run's name, the header, a line per decision", path, len(lines), lines[:min(2, len(lines))], r.Txns+2)
+			continue
+		}
+		last := -1.0
+		for _, l := range lines[2:] {
+			var sent, lat float64
+			if _, err := fmt.Sscanf(l, "%f\t%f", &sent, &lat); err != nil || sent < last || lat < 0 {
+				t.Errorf("%s: line %q after sent %v (%v)", path, l, last, err)
+				break
+			}
+			last = sent
+		}
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for name, want := range map[string]string{
+		"committer batch=256 at 12329/s":        "committer-batch-256-at-12329-s",
+		"raw JetStream 10000 datasets × 2 txns": "raw-jetstream-10000-datasets-2-txns",
+		"  -- odd__Name --":                     "odd-name",
+	} {
+		if got := slug(name); got != want {
+			t.Errorf("slug(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
 

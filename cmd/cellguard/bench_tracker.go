@@ -31,6 +31,7 @@ type tracker struct {
 	unordered int64              // guarded by mu
 	waiters   map[string]chan struct{}
 	lat       []time.Duration
+	sentNs    []int64 // the staging time (Unix ns) of each latency in lat
 	first     time.Time
 	last      time.Time
 	done      atomic.Int64
@@ -57,7 +58,7 @@ func (t *tracker) await(id string, ch chan struct{}) {
 func (t *tracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.lat, t.first = t.lat[:0], time.Time{}
+	t.lat, t.sentNs, t.first = t.lat[:0], t.sentNs[:0], time.Time{}
 	clear(t.reasons)
 	clear(t.examples)
 	clear(t.next)
@@ -114,6 +115,7 @@ func (t *tracker) onDecision(m *nats.Msg) {
 	}
 	t.last = now
 	t.lat = append(t.lat, now.Sub(at))
+	t.sentNs = append(t.sentNs, at.UnixNano())
 	delete(t.sentAt, id)
 	t.ordered(id)
 	if rejected {
