@@ -326,18 +326,20 @@ func (d *idSet) rebuild() {
 }
 
 func uuidKey(id string) (idKey, bool) {
-	var k [16]byte
 	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
 		return idKey{}, false
 	}
+	var k [2]uint64
+	var bad byte // any digit's high bits: not hex, or upper case (keep case-distinct ids distinct)
 	for i, at := range uuidBytes {
 		hi, lo := lowerHex[id[at]], lowerHex[id[at+1]]
-		if (hi|lo)&0xf0 != 0 {
-			return idKey{}, false // not hex, or upper case: keep case-distinct ids distinct
-		}
-		k[i] = hi<<4 | lo
+		bad |= hi | lo
+		k[i/8] = k[i/8]<<8 | uint64(hi<<4|lo)
 	}
-	return keyOf(k), true
+	if bad&0xf0 != 0 {
+		return idKey{}, false
+	}
+	return idKey{k[0], k[1]}, true
 }
 
 // uuidBytes are the offsets of a uuid's 16 bytes (two hex digits each) in
@@ -359,21 +361,39 @@ var lowerHex = func() (t [256]byte) {
 	return t
 }()
 
-func (d *idSet) has(id string) bool {
-	if k, ok := uuidKey(id); ok {
-		return d.hasKey(k)
+// decidedID is an id as the set keeps it: its uuid key when it is one,
+// else the string (idOf).
+type decidedID struct {
+	key    idKey
+	isUUID bool
+	id     string
+}
+
+// idOf parses id once, for a lookup and an add of the same id.
+func idOf(id string) decidedID {
+	k, ok := uuidKey(id)
+	return decidedID{key: k, isUUID: ok, id: id}
+}
+
+func (d *idSet) hasID(x decidedID) bool {
+	if x.isUUID {
+		return d.hasKey(x.key)
 	}
-	_, found := d.s[id]
+	_, found := d.s[x.id]
 	return found
 }
 
-func (d *idSet) add(id string) {
-	if k, ok := uuidKey(id); ok {
-		d.addKey(k)
+func (d *idSet) addID(x decidedID) {
+	if x.isUUID {
+		d.addKey(x.key)
 		return
 	}
-	d.s[id] = struct{}{}
+	d.s[x.id] = struct{}{}
 }
+
+func (d *idSet) has(id string) bool { return d.hasID(idOf(id)) }
+
+func (d *idSet) add(id string) { d.addID(idOf(id)) }
 
 func (d *idSet) remove(id string) {
 	if k, ok := uuidKey(id); ok {

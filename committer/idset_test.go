@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"cellguard/internal/subject"
 )
 
 // TestIDSetMatchesMap checks the decided-id set against a plain Go map:
@@ -216,5 +219,34 @@ func TestIDSetFilterRate(t *testing.T) {
 		t.Errorf("the filter lets through %.2f %% of new uuids; want at most 2 %%", 100*rate)
 	} else {
 		t.Logf("the filter lets through %.2f %% of new uuids", 100*rate)
+	}
+}
+
+// TestValidTxnIDMatchesSubject checks validTxnID's shortcut against
+// subject.ValidTxnID: on uuids in every case, on ids near a uuid's shape
+// (a digit or dash changed to anything, cut short, grown), on the
+// reserved prefix, and on random printable and unprintable strings. The
+// two must accept and refuse the same ids.
+func TestValidTxnIDMatchesSubject(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ids := []string{"", "seq-1", "SEQ-12", "seq-00000000-0000-4000-8000-000000000000", strings.Repeat("a", subject.MaxTxnIDLen+1)}
+	for range 2000 {
+		u := []byte(newUUID())
+		ids = append(ids, string(u), strings.ToUpper(string(u)))
+		i := r.IntN(len(u))
+		u[i] = byte(r.IntN(256))
+		ids = append(ids, string(u), string(u[:r.IntN(len(u))]), string(u)+"x")
+		ids = append(ids, "seq-"+string(u[4:]))
+		b := make([]byte, r.IntN(40))
+		for j := range b {
+			b[j] = byte(r.IntN(128))
+		}
+		ids = append(ids, string(b))
+	}
+	for _, id := range ids {
+		want, got := subject.ValidTxnID(id) == nil, validTxnID(idOf(id)) == nil
+		if got != want {
+			t.Fatalf("validTxnID(%q) accepts %v, subject.ValidTxnID %v", id, got, want)
+		}
 	}
 }

@@ -23,8 +23,9 @@ import (
 func (s *state) decide(ctx context.Context, in staged) verdict {
 	s.deciding = true
 	defer func() { s.deciding = false }()
-	id, txn, op, borrowed, decodeErr := s.identify(in)
-	if s.decided.has(id) || s.attemptDecided(in) {
+	key, txn, op, borrowed, decodeErr := s.identify(in) // key: looked up here, added in record
+	id := key.id
+	if s.decided.hasID(key) || s.attemptDecided(in) {
 		return verdict{skip: true}
 	}
 	rec := &cellguardpb.Decision{Dataset: s.ds, TxnUuid: id, TxnSeq: in.seq, HeadVersion: s.headVersion()}
@@ -53,7 +54,7 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 	if enc, err := v.encode(); err == nil {
 		v.body = enc.Body
 	}
-	s.record(v, in.seq)
+	s.record(v, key, in.seq)
 	if borrowed {
 		v.txn = nil // the next decode reuses it; rec.Transaction is its encoding
 	}
@@ -67,25 +68,37 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 // rejected (decodeErr) under the fallback identity, so two messages never
 // share an identity by accident or by choice. The transaction is decoded
 // with the state's decoder: borrowed reports that it lives in the
-// decoder's memory, valid until the next identify.
-func (s *state) identify(in staged) (id string, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
+// decoder's memory, valid until the next identify. The identity comes
+// parsed (idOf), for the decided set.
+func (s *state) identify(in staged) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
 	if len(in.data) > s.lim.maxTxnBytes {
-		return fallbackID(in), nil, table.OpUnknown, false, nil
+		return idOf(fallbackID(in)), nil, table.OpUnknown, false, nil
 	}
 	if s.dec == nil {
 		s.dec = new(table.Decoder)
 	}
 	txn, op, borrowed, err = s.dec.Decode(in.data)
 	if txn == nil {
-		return fallbackID(in), txn, op, borrowed, err
+		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
-	if idErr := subject.ValidTxnID(txn.GetUuid()); idErr != nil {
+	id = idOf(txn.GetUuid())
+	if idErr := validTxnID(id); idErr != nil {
 		if err == nil {
 			err = fmt.Errorf("transaction uuid: %w", idErr)
 		}
-		return fallbackID(in), txn, op, borrowed, err
+		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
-	return txn.GetUuid(), txn, op, borrowed, err
+	return id, txn, op, borrowed, err
+}
+
+// validTxnID is subject.ValidTxnID(x.id), answered at once for the usual
+// id, a uuid in lower-case hex (36 printable characters, none of the
+// reserved prefix: TestValidTxnIDMatchesSubject).
+func validTxnID(x decidedID) error {
+	if x.isUUID {
+		return nil
+	}
+	return subject.ValidTxnID(x.id)
 }
 
 func fallbackID(in staged) string {
@@ -296,7 +309,7 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 	rec.Version = next.Version()
 	v := verdict{rec: rec, next: next, txn: txn, deletions: dels}
 	if staged != nil {
-		landed, err := table.Land(staged, txn.GetReadVersion())
+		landed, err := s.dec.Land(staged, txn.GetReadVersion()) // the decoder knows staged: no walk
 		if err != nil {
 			return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 		}
@@ -343,9 +356,15 @@ func asRejection(err error) *rejection {
 	return &rejection{reason: errorReason(err), msg: err.Error()}
 }
 
-// record applies a verdict to the provisional state.
-func (s *state) record(v verdict, txnSeq uint64) {
-	s.decided.add(v.rec.TxnUuid)
+// record applies a verdict to the provisional state. key is the
+// identity decide looked up, parsed; the record may name another
+// (checkStager's VERSION_MOVED names the attempt), and the record's is
+// the one decided.
+func (s *state) record(v verdict, key decidedID, txnSeq uint64) {
+	if key.id != v.rec.TxnUuid {
+		key = idOf(v.rec.TxnUuid)
+	}
+	s.decided.addID(key)
 	s.journal = append(s.journal, v.rec.TxnUuid)
 	if txnSeq > s.lastTxnSeq {
 		s.lastTxnSeq = txnSeq

@@ -378,8 +378,9 @@ func (s *state) noteLogged(r declog.Record) {
 // a log record claimed a staging sequence it did not decide (a forged or
 // corrupt Cg-Txn-Seq), and acking would lose the message.
 func (s *state) checkDecided(in staged) error {
-	id, txn, _, _, _ := s.identify(in)
-	if s.decided.has(id) || s.decided.has(fallbackID(in)) || txn != nil && s.decided.has(txn.GetUuid()) {
+	key, txn, _, _, _ := s.identify(in)
+	id := key.id
+	if s.decided.hasID(key) || s.decided.has(fallbackID(in)) || txn != nil && s.decided.has(txn.GetUuid()) {
 		return nil
 	}
 	return fmt.Errorf("%w: staged message %d (identity %q) has no decision, yet log record %d says staging sequence %d is decided",

@@ -162,7 +162,16 @@ func (b *Builder) Append(f *Fragment) error {
 // occasion that the sequence keys around the spot are exhausted.
 func (b *Builder) Insert(f *Fragment) error {
 	id := f.ID()
-	pid, hasPrev := b.frags.byID.Max()
+	pid, last, hasPrev := b.frags.byID.MaxEntry()
+	if hasPrev && id > pid {
+		// An append: after the fragment with the largest id. When that
+		// one is also last in scan order (as appends leave it), nothing
+		// follows it, and seqAfter would say prev + seqGap.
+		if end, _ := b.frags.order.Max(); end == last.seq {
+			b.frags = b.frags.add(f, last.seq+seqGap)
+			return nil
+		}
+	}
 	if hasPrev && id <= pid { // not an append above every id
 		if _, dup := b.frags.byID.Get(id); dup {
 			return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", id)

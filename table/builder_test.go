@@ -205,6 +205,86 @@ func TestBuilderInsertByID(t *testing.T) {
 	}
 }
 
+// TestBuilderInsertMatchesPlain checks Insert's shortcut for an append
+// (after the largest id, when that fragment is last in scan order)
+// against the plain path it skips (Floor, then seqAfter), on random
+// edits: inserts above, between and below the ids, appends of any id at
+// the end of the scan order (so the largest id is not always last),
+// removals and splices. Each insert must pick the same sequence key.
+func TestBuilderInsertMatchesPlain(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 50 {
+		b := btManifest(t, 0, 1, 2).Edit()
+		next := uint64(3)
+		for range 200 {
+			ids := btOrder(b)
+			switch k := r.IntN(10); {
+			case k < 5: // insert, mostly above every id
+				id := next + uint64(r.IntN(3))
+				if r.IntN(4) == 0 {
+					id = uint64(r.IntN(int(next) + 2))
+				}
+				if _, dup := b.Fragment(id); dup {
+					continue
+				}
+				next = max(next, id+1)
+				ref := *b
+				if err := insertPlain(&ref, btFrag(id)); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Insert(btFrag(id)); err != nil {
+					t.Fatal(err)
+				}
+				got, _ := b.frags.byID.Get(id)
+				want, _ := ref.frags.byID.Get(id)
+				if got.seq != want.seq || !slices.Equal(btOrder(b), btOrder(&ref)) {
+					t.Fatalf("round %d: insert %d at seq %d, plain path %d", round, id, got.seq, want.seq)
+				}
+			case k < 7: // append at the end of the scan order, any new id
+				id := uint64(r.IntN(int(next) + 2))
+				if _, dup := b.Fragment(id); !dup {
+					next = max(next, id+1)
+					if err := b.Append(btFrag(id)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case k < 9 && len(ids) > 1:
+				if err := b.Remove(ids[r.IntN(len(ids))]); err != nil {
+					t.Fatal(err)
+				}
+			case len(ids) > 1:
+				i := r.IntN(len(ids) - 1)
+				if err := b.Splice(ids[i:i+2], []*Fragment{btFrag(next)}); err != nil {
+					t.Fatal(err)
+				}
+				next++
+			}
+		}
+	}
+}
+
+// insertPlain is Builder.Insert without its shortcut for appends.
+func insertPlain(b *Builder, f *Fragment) error {
+	id := f.ID()
+	pid, hasPrev := b.frags.byID.Max()
+	if hasPrev && id <= pid {
+		if _, dup := b.frags.byID.Get(id); dup {
+			return fmt.Errorf("fragment id %d already exists", id)
+		}
+		hasPrev = false
+		if id > 0 {
+			pid, hasPrev = b.frags.byID.Floor(id - 1)
+		}
+	}
+	seq, ok := b.seqAfter(pid, hasPrev)
+	if !ok {
+		b.renumber()
+		seq, _ = b.seqAfter(pid, hasPrev)
+	}
+	b.frags = b.frags.add(f, seq)
+	return nil
+}
+
 // TestFragmentCounts checks the feature-flag counters against a full scan
 // after random edits.
 func TestFragmentCounts(t *testing.T) {

@@ -108,6 +108,7 @@ type appendDecoder struct {
 
 	nFrags, nFiles, nInts, nPre, nRows int // counted, then handed out
 	hasBytes                           bool
+	rvStart, rvEnd                     int    // the read_version field, tag included: base[rvStart:rvEnd]
 	firstFrag                          []byte // the first fragment's encoding, a piece of base
 
 	pres    []precondBlock
@@ -150,6 +151,9 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 			if reuse != nil && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
 				into.raw = d.firstFrag
 			}
+			if into != nil && d.nFrags > 0 {
+				into.body, into.rvStart, into.rvEnd = b, d.rvStart, d.rvEnd
+			}
 			return txn, reuse != nil, d.nFrags > 0
 		}
 		if !d.overflow {
@@ -171,6 +175,9 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	}
 	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
 		into.raw = d.firstFrag
+	}
+	if into != nil {
+		into.body, into.rvStart, into.rvEnd = b, d.rvStart, d.rvEnd
 	}
 	return txn, reused, true
 }
@@ -356,13 +363,17 @@ func (d *appendDecoder) str(typ protowire.Type, v []byte) (string, bool) {
 
 func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
 	var seen uint32
+	end := 0 // where the previous field ends in base: where this one starts
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		start := end
+		end = cap(d.base) - cap(v) + len(v)
 		switch num {
 		case txnReadVersion:
 			x, ok := varint(typ, v)
 			if ok && txn != nil {
 				txn.ReadVersion = x
 			}
+			d.rvStart, d.rvEnd = start, end
 			return ok && once(&seen, 0)
 		case txnUUID, txnTag:
 			s, ok := d.str(typ, v)

@@ -90,6 +90,103 @@ func checkReusedDecode(t *testing.T, b []byte, fresh *lancepb.Transaction, ok bo
 		t.Fatalf("Decoder kept the staged bytes of %x, not in its block", b)
 	}
 	checkRawFragment(t, &reusing)
+	if reusing.body != nil && !ok {
+		t.Fatalf("Decoder knows the read version of %x, which the fast path declines", b)
+	}
+	checkLand(t, &reusing, b)
+	if reused && len(txn.GetAppend().GetFragments()) == 1 {
+		frag := firstFragment(b)
+		if got, want := reusing.raw != nil, canonicalFragment(frag); got != want || got && !slices.Equal(reusing.raw, frag) {
+			t.Fatalf("Decoder kept the staged fragment %x: %v; canonicalFragment says %v", frag, got, want)
+		}
+	}
+}
+
+// firstFragment returns the encoding of the first fragment of b, an
+// encoded Append (nil if there is none), found field by field.
+func firstFragment(b []byte) []byte {
+	var app, frag []byte
+	for rest := b; len(rest) > 0 && app == nil; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if n < 0 || m < 0 {
+			return nil
+		}
+		if num == txnAppend {
+			app, _ = protowire.ConsumeBytes(rest[n:])
+		}
+		rest = rest[n+m:]
+	}
+	for rest := app; len(rest) > 0 && frag == nil; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if n < 0 || m < 0 {
+			return nil
+		}
+		if num == appendFragments {
+			frag, _ = protowire.ConsumeBytes(rest[n:])
+		}
+		rest = rest[n+m:]
+	}
+	return frag
+}
+
+// checkLand checks d.Land against Land on b, the body d decoded last,
+// for a few read versions: the same length, encoding and error.
+func checkLand(t *testing.T, d *Decoder, b []byte) {
+	t.Helper()
+	for _, rv := range []uint64{0, 1, 300, 1 << 40} {
+		got, gerr := d.Land(b, rv)
+		want, werr := Land(b, rv)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("Decoder.Land(%x, %d): error %v, Land: %v", b, rv, gerr, werr)
+		}
+		if gerr != nil {
+			continue
+		}
+		gb, wb := got.AppendTo([]byte{7}), want.AppendTo([]byte{7})
+		if got.Len() != want.Len() || !slices.Equal(gb, wb) || len(gb) != 1+got.Len() {
+			t.Fatalf("Decoder.Land(%x, %d) = %d bytes %x, Land %d bytes %x", b, rv, got.Len(), gb, want.Len(), wb)
+		}
+	}
+}
+
+// TestDecoderLandMatchesLand lands Appends the Decoder knows with their
+// read_version field first (as proto writes it), in the middle, last,
+// absent, and with an overlong tag or value, and checks each against
+// Land; also a body other than the one decoded last.
+func TestDecoderLandMatchesLand(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	overlongTag := []byte{0x88, 0x80, 0x00, 0x05} // field 1, varint, in three bytes; 5
+	overlongVal := []byte{0x08, 0x85, 0x80, 0x00} // 5 in three bytes
+	for range 300 {
+		txn := randomAppend(r, false)
+		txn.ReadVersion = 0
+		body, err := proto.Marshal(txn) // every field but read_version
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := protowire.AppendVarint(protowire.AppendTag(nil, txnReadVersion, protowire.VarintType), r.Uint64()>>r.IntN(64))
+		var fields [][]byte
+		for rest := body; len(rest) > 0; {
+			_, _, n := protowire.ConsumeField(rest)
+			fields, rest = append(fields, rest[:n]), rest[n:]
+		}
+		for _, f := range [][]byte{rv, overlongTag, overlongVal, nil} {
+			for at := range len(fields) + 1 {
+				b := slices.Concat(slices.Concat(fields[:at]...), f, slices.Concat(fields[at:]...))
+				if !checkDecodeAppend(t, b) {
+					t.Fatalf("fast path declined %x", b)
+				}
+				if reusing.body == nil {
+					t.Fatalf("Decoder does not know where the read version of %x is", b)
+				}
+				checkLand(t, &reusing, slices.Clone(b)) // equal bytes, another body: the walk
+			}
+		}
+	}
+	var none *Decoder
+	checkLand(t, none, []byte{0x08, 0x01})
 }
 
 // randomAppend returns a random Append; with extras, it may carry parts

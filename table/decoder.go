@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 
+	"cellguard/internal/pbwire"
 	"cellguard/proto/lancepb"
 )
 
@@ -22,11 +23,17 @@ type Decoder struct {
 	// package encodes it with id 0 (canonicalFragment); else nil. A piece
 	// of the body last decoded into the block.
 	raw []byte
+	// body is the body last decoded by the fast path (decodeAppend), nil
+	// after any other; its only read_version field (a varint, if any) is
+	// body[rvStart:rvEnd] (empty if none), for Land.
+	body           []byte
+	rvStart, rvEnd int
 }
 
 // Decode decodes b as DecodeTransaction does; reused reports that txn is
 // in d's block, valid until d's next Decode.
 func (d *Decoder) Decode(b []byte) (txn *lancepb.Transaction, op Op, reused bool, err error) {
+	d.body = nil
 	if txn, reused, ok := decodeAppend(b, d); ok {
 		return txn, OpAppend, reused, nil
 	}
@@ -46,4 +53,17 @@ func (d *Decoder) Apply(ctx context.Context, head *Manifest, txn *lancepb.Transa
 		raw = d.raw
 	}
 	return apply(ctx, head, txn, older, raw)
+}
+
+// Land is table.Land. When b is the body d last decoded as an Append (the
+// same bytes, unchanged since), where its read_version field is is known
+// already: the landed transaction is b with that field cut out and the
+// new one in front, measured and later written without walking b's
+// fields again (TestDecoderLandMatchesLand). A nil Decoder is Land.
+func (d *Decoder) Land(b []byte, rv uint64) (Landed, error) {
+	if d == nil || d.body == nil || len(b) != len(d.body) || len(b) == 0 || &b[0] != &d.body[0] {
+		return Land(b, rv)
+	}
+	cut := d.rvEnd - d.rvStart
+	return Landed{staged: b, rv: rv, n: pbwire.SizeUint(readVersionField, rv) + len(b) - cut, cut: cut, cutAt: d.rvStart, known: true}, nil
 }

@@ -78,14 +78,40 @@ func TestRawFragmentMatchesEncode(t *testing.T) {
 		"int32 in 5 bytes":   varintField(appendField(nil, fragFiles, appendField(slices.Clone(file), fileFields, []byte{0xff, 0xff, 0xff, 0xff, 0x0f})), fragPhysicalRows, 7),
 		"with an id":         append(varintField(nil, fragID, 3), fb...),
 		"no rows":            appendField(nil, fragFiles, file),
+		"long tag":           append(append(appendField(nil, fragFiles, file), byte(fragPhysicalRows<<3)|0x80, 0x00), 7),
+		"long file tag":      varintField(appendField(nil, fragFiles, append([]byte{byte(filePath<<3|2) | 0x80, 0x00, 1}, 'a')), fragPhysicalRows, 7),
+		"long length":        varintField(append([]byte{byte(fragFiles<<3 | 2), 0x83, 0x00}, file...), fragPhysicalRows, 7),
+		"long path length":   varintField(appendField(nil, fragFiles, []byte{byte(filePath<<3 | 2), 0x81, 0x00, 'a'}), fragPhysicalRows, 7),
+		"empty path":         varintField(appendField(nil, fragFiles, appendField(nil, filePath, nil)), fragPhysicalRows, 7),
+		"fields before path": varintField(appendField(nil, fragFiles, append(appendField(nil, fileFields, []byte{1}), file...)), fragPhysicalRows, 7),
+		"zero size":          varintField(appendField(nil, fragFiles, varintField(slices.Clone(file), fileSizeBytes, 0)), fragPhysicalRows, 7),
+		"major above 2^32":   varintField(appendField(nil, fragFiles, varintField(slices.Clone(file), fileMajor, 1<<32)), fragPhysicalRows, 7),
+		"rows twice":         varintField(varintField(appendField(nil, fragFiles, file), fragPhysicalRows, 7), fragPhysicalRows, 8),
 	}
 	for name, frag := range altered {
 		b := appendField(appendField(nil, txnUUID, []byte("0a0b0c0d-0000-4000-8000-000000000001")), txnAppend, appendField(nil, appendFragments, frag))
-		if _, _, reused, err := d.Decode(b); err != nil || !reused || d.raw != nil {
+		_, _, reused, err := d.Decode(b)
+		if name == "rows twice" { // the decoder declines it: a field given twice
+			if reused {
+				t.Errorf("%s: decoded into the block", name)
+			}
+			continue
+		}
+		if err != nil || !reused || d.raw != nil {
 			t.Errorf("%s: reused %v, kept %x, %v; want the block, the bytes not kept", name, reused, d.raw, err)
 		}
 		checkRawFragment(t, &d)
+		checkDecodeAppend(t, b)
 	}
+	// Canonical after all: a data file with every field.
+	full := varintField(varintField(varintField(appendField(appendField(slices.Clone(file), fileFields, []byte{1, 2}), fileColumns, []byte{0, 1}), fileMajor, 2), fileMinor, 1), fileSizeBytes, 99)
+	frag := varintField(appendField(nil, fragFiles, full), fragPhysicalRows, 7)
+	b := appendField(appendField(nil, txnUUID, []byte("0a0b0c0d-0000-4000-8000-000000000001")), txnAppend, appendField(nil, appendFragments, frag))
+	if _, _, reused, err := d.Decode(b); err != nil || !reused || !slices.Equal(d.raw, frag) {
+		t.Errorf("a full file: reused %v, kept %x, %v; want the bytes kept", reused, d.raw, err)
+	}
+	checkRawFragment(t, &d)
+	checkDecodeAppend(t, b)
 }
 
 // TestDecoderApplyMatchesApply applies plain one-fragment Appends to a

@@ -276,6 +276,21 @@ func (m intMap[V]) Max() (uint64, bool) {
 	return imMax(m.root, m.shift, 0), true
 }
 
+// MaxEntry returns the largest key and its value, or false for an empty
+// map: Max and Get in one, without a lookup when the key is in the tail.
+func (m *intMap[V]) MaxEntry() (uint64, V, bool) {
+	if m.tn > 0 {
+		return m.tail.key(m.tn - 1), m.tail.vals[m.tn-1], true
+	}
+	if m.root == nil {
+		var zero V
+		return 0, zero, false
+	}
+	k := imMax(m.root, m.shift, 0)
+	v, _ := imGet(m.root, m.shift, k)
+	return k, v, true
+}
+
 // Neighbors returns the largest key below k and the smallest key above k.
 func (m intMap[V]) Neighbors(k uint64) (below uint64, hasBelow bool, above uint64, hasAbove bool) {
 	if k > 0 {

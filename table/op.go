@@ -201,6 +201,10 @@ type Landed struct {
 	staged []byte
 	rv     uint64
 	n      int
+	// known: staged's only read_version field is staged[cutAt:cutAt+cut]
+	// (Decoder.Land), and AppendTo cuts it out without a walk.
+	known      bool
+	cutAt, cut int
 }
 
 // Land measures WithReadVersion(b, rv), with its errors.
@@ -216,7 +220,14 @@ func Land(b []byte, rv uint64) (Landed, error) {
 func (l Landed) Len() int { return l.n }
 
 // AppendTo appends the landed transaction's encoding to dst.
-func (l Landed) AppendTo(dst []byte) []byte { return appendWithReadVersion(dst, l.staged, l.rv) }
+func (l Landed) AppendTo(dst []byte) []byte {
+	if !l.known {
+		return appendWithReadVersion(dst, l.staged, l.rv)
+	}
+	dst = pbwire.AppendUint(dst, readVersionField, l.rv)
+	dst = append(dst, l.staged[:l.cutAt]...)
+	return append(dst, l.staged[l.cutAt+l.cut:]...)
+}
 
 // Bytes returns the landed transaction's encoding in a slice of its own.
 func (l Landed) Bytes() []byte { return l.AppendTo(make([]byte, 0, l.n)) }

@@ -156,12 +156,11 @@ func (o seqOrder) Min() (uint64, bool) {
 }
 
 // Max returns the largest key, or false for an empty order.
-func (o seqOrder) Max() (uint64, bool) {
-	hi, ok := o.m.Max()
+func (o *seqOrder) Max() (uint64, bool) {
+	_, b, ok := o.m.MaxEntry()
 	if !ok {
 		return 0, false
 	}
-	b := o.bucket(hi)
 	return b.at(b.len() - 1).seq, true
 }
 
