@@ -105,30 +105,28 @@ func checkReusedDecode(t *testing.T, b []byte, fresh *lancepb.Transaction, ok bo
 // firstFragment returns the encoding of the first fragment of b, an
 // encoded Append (nil if there is none), found field by field.
 func firstFragment(b []byte) []byte {
-	var app, frag []byte
-	for rest := b; len(rest) > 0 && app == nil; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if n < 0 || m < 0 {
+	return firstField(firstField(b, txnAppend), appendFragments)
+}
+
+// firstField returns the bytes of the first length-delimited field num
+// of message b, nil if there is none or b does not parse.
+func firstField(b []byte, num protowire.Number) []byte {
+	for len(b) > 0 {
+		n, typ, tn := protowire.ConsumeTag(b)
+		if tn < 0 {
 			return nil
 		}
-		if num == txnAppend {
-			app, _ = protowire.ConsumeBytes(rest[n:])
-		}
-		rest = rest[n+m:]
-	}
-	for rest := app; len(rest) > 0 && frag == nil; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if n < 0 || m < 0 {
+		m := protowire.ConsumeFieldValue(n, typ, b[tn:])
+		if m < 0 {
 			return nil
 		}
-		if num == appendFragments {
-			frag, _ = protowire.ConsumeBytes(rest[n:])
+		if n == num && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[tn:])
+			return v
 		}
-		rest = rest[n+m:]
+		b = b[tn+m:]
 	}
-	return frag
+	return nil
 }
 
 // checkLand checks d.Land against Land on b, the body d decoded last,
