@@ -2,7 +2,6 @@ package table_test
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -14,15 +13,7 @@ import (
 // AppendEncoding exactly as a deterministic Marshal of its Proto.
 func TestFixtureManifestsAppendEncoding(t *testing.T) {
 	for _, p := range fixtureFiles(t, "_versions/*.manifest") {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := table.ReadManifestFile(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := table.FromProto(f.Manifest)
+		m, err := table.FromProto(readManifestFixture(t, p).Manifest)
 		if err != nil {
 			t.Fatal(err)
 		}
