@@ -148,12 +148,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 			txn = d.small()
 		}
 		if d.txn(b, txn) {
-			if reuse != nil && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
-				into.raw = d.firstFrag
-			}
-			if into != nil && d.nFrags > 0 {
-				into.body, into.rvStart, into.rvEnd = b, d.rvStart, d.rvEnd
-			}
+			into.decoded(&d, b, reuse != nil)
 			return txn, reuse != nil, d.nFrags > 0
 		}
 		if !d.overflow {
@@ -173,13 +168,22 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 	if !d.txn(b, txn) {
 		return nil, false, false // cannot happen: the first pass accepted b
 	}
-	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
-		into.raw = d.firstFrag
-	}
-	if into != nil {
-		into.body, into.rvStart, into.rvEnd = b, d.rvStart, d.rvEnd
-	}
+	into.decoded(&d, b, reused)
 	return txn, reused, true
+}
+
+// decoded notes, for Apply and Land, the Append d has just decoded from
+// b: its fragment's bytes when they are in the block (reused) and
+// canonical, and where its read_version field is. A nil Decoder, or an
+// Append of no fragment (not the fast path's), notes nothing.
+func (dec *Decoder) decoded(d *appendDecoder, b []byte, reused bool) {
+	if dec == nil || d.nFrags == 0 {
+		return
+	}
+	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
+		dec.raw = d.firstFrag
+	}
+	dec.body, dec.rvStart, dec.rvEnd = b, d.rvStart, d.rvEnd
 }
 
 // scanTop reports whether transaction b has an Append field and a
