@@ -153,9 +153,10 @@ func (d *idSet) removeKey(k idKey) {
 // pendingSet holds the uuids added since the last flush, at most
 // idPending: keys in the order added, and slots, an open-addressed index
 // (linear probing, at most half full) of each key's position in keys,
-// plus one (0: empty). 16 KiB of slots stay in cache where a map missed
-// it; keys are written in sequence. The hash is seeded per set, so no
-// choice of uuids makes them collide.
+// plus one (0: empty). At most 16 KiB of slots stay in cache where a map
+// missed it; keys are written in sequence. Both grow with the set, so a
+// dataset with few decisions keeps little. The hash is seeded per set, so
+// no choice of uuids makes them collide.
 type pendingSet struct {
 	keys  []idKey
 	slots []uint16
@@ -163,8 +164,11 @@ type pendingSet struct {
 }
 
 func newPendingSet() pendingSet {
-	return pendingSet{keys: make([]idKey, 0, idPending), slots: make([]uint16, 2*idPending), seed: maphash.MakeSeed()}
+	return pendingSet{slots: make([]uint16, minPendingSlots), seed: maphash.MakeSeed()}
 }
+
+// minPendingSlots is the index's size when the set is new.
+const minPendingSlots = 64
 
 func (p *pendingSet) len() int { return len(p.keys) }
 
@@ -194,9 +198,21 @@ func (p *pendingSet) has(k idKey) bool {
 // add adds k, which must not be there, to a set with room for it
 // (len() < idPending).
 func (p *pendingSet) add(k idKey) {
+	if 2*(len(p.keys)+1) > len(p.slots) {
+		p.grow()
+	}
 	i, _ := p.find(k)
 	p.keys = append(p.keys, k)
 	p.slots[i] = uint16(len(p.keys))
+}
+
+// grow doubles the index and puts every key in it again.
+func (p *pendingSet) grow() {
+	p.slots = make([]uint16, 2*len(p.slots))
+	for pos, k := range p.keys {
+		i, _ := p.find(k)
+		p.slots[i] = uint16(pos + 1)
+	}
 }
 
 // remove removes k and reports whether it was there. The last key takes

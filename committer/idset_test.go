@@ -262,7 +262,7 @@ func TestPendingSetMatchesMap(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, 8))
 		p := newPendingSet()
 		limit := idPending
-		if small {
+		if small { // never grown: at most half full
 			p.slots, limit = make([]uint16, 16), 8
 		}
 		ref := map[idKey]bool{}
