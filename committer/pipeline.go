@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cellguard/internal/declog"
@@ -180,6 +181,10 @@ func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pen
 	}
 	q := *p // p as it was, returned only on success
 	q.items = append(q.items, items...)
+	// Room for a decision per item at once, instead of each slice
+	// growing one decision at a time.
+	q.recs, q.verdicts = slices.Grow(q.recs, len(items)), slices.Grow(q.verdicts, len(items))
+	q.idx, q.encs = slices.Grow(q.idx, len(items)), slices.Grow(q.encs, len(items))
 	for k, in := range items {
 		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
 			// Decided already (a redelivery): ack only, once the log

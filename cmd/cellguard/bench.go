@@ -34,6 +34,10 @@ one per dataset, which gets its appends one after another), and with
 measures how fast a backlog drains, and its latencies are mostly the wait
 in the backlog).
 
+Every run has streams of its own (its own subject prefix), deleted once
+it is measured (-keep-streams keeps them), so that no run carries what an
+earlier one left in the server.
+
 A table goes to stdout; stderr shows each run as it starts and ends, and
 every -progress an "n/m decided" line while a run waits.
 
@@ -102,6 +106,11 @@ medians over the rounds; "round" 0):
   append_ms            mean time one group took to append (an atomic batch,
                        or a whole chain of single appends), in ms: a
                        dataset's decision cycle, the floor under its latency
+  alloc_bytes_per_txn  heap bytes the whole process allocated after the
+                       set-up, per transaction
+  gc_cycles            garbage collections finished after the set-up (on
+                       two cores each one's mark phase slows everything for
+                       tens of ms: much of a half-load tail)
   round                the round the run belongs to (1 to -rounds)
   rounds, vs_raw_rounds (summary records only) how many rounds the
                        medians are over, and each round's vs_raw
@@ -143,6 +152,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
 	every := fs.Duration("progress", 10*time.Second, "interval of the \"n/m decided\" lines on stderr")
 	rounds := fs.Int("rounds", 1, "make the whole plan this many times, one round after another, and end with each run's median over the rounds")
+	keepStreams := fs.Bool("keep-streams", false, "leave each run's streams on the server (default: deleted once the run is measured, so that no later run carries them)")
 	timelineDir := fs.String("timeline", "", "write every decision of each run (staged when, decided how long after) to a tab-separated file in `DIR`")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
@@ -198,7 +208,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	b := &bencher{
 		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
-		timelineDir: *timelineDir, out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
+		timelineDir: *timelineDir, keepStreams: *keepStreams, out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: *rounds * plan.runs(*latency)},
 	}
 	stopTicker := b.prog.tick(*every)

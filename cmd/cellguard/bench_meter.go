@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -12,7 +13,8 @@ import (
 // set-up: the groups of decisions it appends to the decision log and the
 // time their appends took (the raw loop counts its own; a committer's
 // come from its batch-size and append-time histograms, one observation
-// per group appended), and the CPU time of the whole process.
+// per group appended), and the CPU time, heap allocation and garbage
+// collections of the whole process.
 type runMeter struct {
 	raw  appendCounts         // the raw loop's counts
 	reg  *prometheus.Registry // the committer's metrics; nil for raw
@@ -30,6 +32,7 @@ type metered struct {
 	groups, decisions int64
 	appending         time.Duration // the groups' appends, added up
 	cpu               time.Duration
+	heap              heapUse
 }
 
 func newRunMeter(raw bool) *runMeter {
@@ -56,7 +59,7 @@ func (m *runMeter) read(decided int) metered {
 	for {
 		r := m.counts()
 		if r.decisions >= int64(decided) || time.Now().After(deadline) {
-			r.cpu = processCPU()
+			r.cpu, r.heap = processCPU(), readHeapUse()
 			return r
 		}
 		time.Sleep(time.Millisecond)
@@ -95,7 +98,7 @@ func (m *runMeter) mark(decided int) { m.base = m.read(decided) }
 func (m *runMeter) since(decided int) metered {
 	now := m.read(decided)
 	return metered{groups: now.groups - m.base.groups, decisions: now.decisions - m.base.decisions,
-		appending: now.appending - m.base.appending, cpu: now.cpu - m.base.cpu}
+		appending: now.appending - m.base.appending, cpu: now.cpu - m.base.cpu, heap: now.heap.minus(m.base.heap)}
 }
 
 // processCPU is the CPU time (user and system, every thread) this process
@@ -106,4 +109,38 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapUse is what the process has allocated on the heap and how many
+// garbage collections it has finished. On two cores a collection's mark
+// phase takes a good part of the CPU for tens of milliseconds, which is
+// where much of a half-load run's tail comes from: bytes allocated per
+// transaction say how often that happens.
+type heapUse struct {
+	allocBytes uint64
+	cycles     uint64
+}
+
+// heapSamples names the runtime/metrics samples readHeapUse reads; both
+// are cumulative, and reading them does not stop the world.
+var heapSamples = []string{"/gc/heap/allocs:bytes", "/gc/cycles/total:gc-cycles"}
+
+func readHeapUse() heapUse {
+	s := make([]metrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	var h heapUse
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		h.allocBytes = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		h.cycles = s[1].Value.Uint64()
+	}
+	return h
+}
+
+func (h heapUse) minus(base heapUse) heapUse {
+	return heapUse{allocBytes: h.allocBytes - base.allocBytes, cycles: h.cycles - base.cycles}
 }

@@ -107,6 +107,11 @@ type benchRecord struct {
 	// in microseconds: a cost that other work on the machine changes far
 	// less than it changes the rate.
 	CPUPerTxnUs float64 `json:"cpu_us_per_txn"`
+	// AllocPerTxn is what the whole process allocated on the heap in
+	// the measured part, per transaction, in bytes; GCCycles is the
+	// garbage collections it finished meanwhile.
+	AllocPerTxn float64 `json:"alloc_bytes_per_txn"`
+	GCCycles    uint64  `json:"gc_cycles"`
 	// AppendMs is the mean time one group took to append (an atomic
 	// batch, or a whole chain of single appends), in milliseconds: a
 	// dataset's decision cycle, and so the floor under its latency.
@@ -162,10 +167,10 @@ func (rep *benchReport) writeJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-const benchTableHeader = "%-48s %10s %9s %9s %7s %7s %8s %8s %8s %8s\n"
+const benchTableHeader = "%-48s %10s %9s %9s %7s %7s %8s %8s %9s %4s %8s %8s\n"
 
 func printBenchHeader(w io.Writer) {
-	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "group", "append", "CPU/txn", "setup", "RSS")
+	fmt.Fprintf(w, benchTableHeader, "run", "commits/s", "p50", "p99", "vs raw", "group", "append", "CPU/txn", "alloc/txn", "GCs", "setup", "RSS")
 }
 
 func printBenchRecord(w io.Writer, r benchRecord) {
@@ -188,6 +193,7 @@ func printBenchRecord(w io.Writer, r benchRecord) {
 		appending = lat(r.AppendMs)
 	}
 	fmt.Fprintf(w, strings.TrimSuffix(benchTableHeader, "\n")+"%s\n", r.Name, fmt.Sprintf("%.0f", r.CommitsPerSec), lat(r.P50Ms), lat(r.P99Ms), ratio, group, appending, fmt.Sprintf("%.0fµs", r.CPUPerTxnUs),
+		fmt.Sprintf("%.1fKiB", r.AllocPerTxn/1024), fmt.Sprint(r.GCCycles),
 		roundDur(time.Duration(r.SetupSec*float64(time.Second))).String(), fmt.Sprintf("%dMiB", r.RSSBytes>>20), rej)
 }
 

@@ -88,6 +88,8 @@ func summarize(runs []benchRecord) benchRecord {
 	s.RunSec = med(func(r benchRecord) float64 { return r.RunSec })
 	s.CPUPerTxnUs = med(func(r benchRecord) float64 { return r.CPUPerTxnUs })
 	s.AppendMs = med(func(r benchRecord) float64 { return r.AppendMs })
+	s.AllocPerTxn = med(func(r benchRecord) float64 { return r.AllocPerTxn })
+	s.GCCycles = uint64(med(func(r benchRecord) float64 { return float64(r.GCCycles) }))
 	s.RSSBytes = uint64(med(func(r benchRecord) float64 { return float64(r.RSSBytes) }))
 	s.Groups = int64(med(func(r benchRecord) float64 { return float64(r.Groups) }))
 	s.Rejected, s.Duplicates, s.OutOfOrder, s.RejectedBy, s.RejectedExamples = 0, 0, 0, nil, nil

@@ -39,6 +39,8 @@ type bencher struct {
 	partitions int
 	// timelineDir, if set, receives each run's decisions (-timeline).
 	timelineDir string
+	// keepStreams leaves each run's streams on the server (-keep-streams).
+	keepStreams bool
 	rep         *benchReport
 	prog        *benchProgress
 	round       int // of the runs being made, from 1
@@ -83,9 +85,12 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 		rec.Txns = rec.Datasets * b.manyTxns
 	}
 	b.prog.begin(rec.Name)
+	before, err := b.streamNames(ctx)
+	if err != nil {
+		return rec, fmt.Errorf("bench: %s: list streams: %w", rec.Name, err)
+	}
 	start := time.Now()
 	var out outcome
-	var err error
 	if rec.Loop == loopClosed {
 		rec.Producers = b.producers
 	}
@@ -113,6 +118,7 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 		}
 	}
 	rec.Groups, rec.CPUPerTxnUs = out.meter.groups, float64(out.meter.cpu.Microseconds())/float64(rec.Txns)
+	rec.AllocPerTxn, rec.GCCycles = float64(out.meter.heap.allocBytes)/float64(rec.Txns), out.meter.heap.cycles
 	if rec.Groups > 0 {
 		rec.AppendMs = ms(out.meter.appending) / float64(rec.Groups)
 	}
@@ -129,7 +135,56 @@ func (b *bencher) measure(ctx context.Context, rec benchRecord) (benchRecord, er
 	b.rep.Runs = append(b.rep.Runs, rec)
 	b.prog.end(rec)
 	b.print(rec, out.mem)
+	if err := b.dropStreams(ctx, before); err != nil {
+		return rec, fmt.Errorf("bench: %s: %w", rec.Name, err)
+	}
 	return rec, nil
+}
+
+// streamNames lists the streams on the server.
+func (b *bencher) streamNames(ctx context.Context) (map[string]bool, error) {
+	nc, js, err := b.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	names := map[string]bool{}
+	l := js.StreamNames(ctx)
+	for name := range l.Name() {
+		names[name] = true
+	}
+	return names, l.Err()
+}
+
+// dropStreams deletes the streams made since before was listed (a run's
+// staging and decision streams, its checkpoint store), unless
+// -keep-streams. Every run starts on fresh streams (each has its own
+// subject prefix); what an earlier run left would stay in the embedded
+// server's memory (messages cached, the deduplication window's ids, the
+// subject index), which every later run's garbage collections mark and
+// its wildcard lookups walk.
+func (b *bencher) dropStreams(ctx context.Context, before map[string]bool) error {
+	if b.keepStreams {
+		return nil
+	}
+	now, err := b.streamNames(ctx)
+	if err != nil {
+		return fmt.Errorf("list streams: %w", err)
+	}
+	nc, js, err := b.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if before[name] {
+			continue
+		}
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("delete stream %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // print writes rec's row of the table, with a line for each reason of
@@ -200,7 +255,7 @@ const benchFragments = 256
 func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	b.runs++
 	start := time.Now()
-	prefix := "cg"
+	prefix := fmt.Sprintf("cg%d", b.runs)
 	if spec.raw {
 		prefix = fmt.Sprintf("raw%d", b.runs)
 	}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"cellguard/internal/natstest"
 	"cellguard/internal/subject"
 )
 
@@ -180,6 +183,8 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 		t.Errorf("%s: %d groups appended for %d transactions", r.Name, r.Groups, r.Txns)
 	case r.CPUPerTxnUs <= 0:
 		t.Errorf("%s: CPU per transaction %v µs", r.Name, r.CPUPerTxnUs)
+	case r.AllocPerTxn <= 0:
+		t.Errorf("%s: %v bytes allocated per transaction", r.Name, r.AllocPerTxn)
 	case r.AppendMs <= 0 || r.AppendMs*float64(r.Groups) > r.RunSec*1000*float64(max(r.Datasets, 1)):
 		t.Errorf("%s: mean append %v ms over %d groups in a %vs run", r.Name, r.AppendMs, r.Groups, r.RunSec)
 	}
@@ -432,7 +437,8 @@ func TestBenchReportJSONRoundTrip(t *testing.T) {
 	rep := newBenchReport(3, 64, 1)
 	rep.Runs = []benchRecord{
 		{Kind: kindRaw, Load: loadMax, Name: "raw JetStream batch=8", Batch: 8, Datasets: 1, Txns: 100, CommitsPerSec: 5000.5,
-			P50Ms: 1.25, P99Ms: 9.5, SetupSec: 0.2, RunSec: 1.5, RSSBytes: 64 << 20, Replicas: 3, Round: 1, AppendMs: 0.25},
+			P50Ms: 1.25, P99Ms: 9.5, SetupSec: 0.2, RunSec: 1.5, RSSBytes: 64 << 20, Replicas: 3, Round: 1, AppendMs: 0.25,
+			AllocPerTxn: 12800.5, GCCycles: 7},
 		{Kind: kindCommitter, Load: loadHalf, Name: "committer batch=8 at 2500/s", Batch: 8, Datasets: 1, Txns: 100, OfferedPerSec: 2500,
 			CommitsPerSec: 2400, P50Ms: 0.5, P99Ms: 3, Rejected: 2, RejectedBy: map[string]int64{"READ_VERSION_TOO_OLD": 2},
 			RejectedExamples: map[string]string{"READ_VERSION_TOO_OLD": "read_version 3 is no longer retained"}, SetupSec: 0.1, RunSec: 1, RSSBytes: 1, Replicas: 3, VsRaw: 0.48},
@@ -479,5 +485,46 @@ func TestBenchProgressLines(t *testing.T) {
 		if !strings.HasPrefix(lines[i], want[i]) {
 			t.Errorf("line %d = %q, want it to start %q", i, lines[i], want[i])
 		}
+	}
+}
+
+// TestBenchRunsLeaveNoStreams makes a raw and a committer run on one
+// server: each has streams of its own, deleted once it is measured, and
+// kept with -keep-streams.
+func TestBenchRunsLeaveNoStreams(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			srv := natstest.RunServer(t)
+			b := &bencher{
+				url: srv.URL(), replicas: 1, n: 20, producers: 2, manyTxns: 1, log: slog.New(slog.DiscardHandler),
+				keepStreams: keep, out: io.Discard, rep: newBenchReport(1, 2, 1),
+				prog: &benchProgress{w: io.Discard, start: time.Now(), total: 2},
+			}
+			var seen []string
+			for _, kind := range []string{kindRaw, kindCommitter} {
+				name := kind + " batch=8"
+				if _, err := b.measure(t.Context(), benchRecord{Kind: kind, Load: loadMax, Loop: loopClosed, Batch: 8, Name: name}); err != nil {
+					t.Fatal(err)
+				}
+				left, err := b.streamNames(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !keep && len(left) != 0 {
+					t.Errorf("after %s the server has streams %v, want none", name, slices.Sorted(maps.Keys(left)))
+				}
+				if keep {
+					for _, s := range seen {
+						if !left[s] {
+							t.Errorf("after %s stream %s is gone with -keep-streams", name, s)
+						}
+					}
+					if len(left) <= len(seen) {
+						t.Errorf("%s made no streams of its own: %v after %v", name, slices.Sorted(maps.Keys(left)), seen)
+					}
+					seen = slices.Sorted(maps.Keys(left))
+				}
+			}
+		})
 	}
 }
