@@ -170,6 +170,9 @@ func newPendingSet() pendingSet {
 // minPendingSlots is the index's size when the set is new.
 const minPendingSlots = 64
 
+// A position in keys, plus one, fits a slot.
+const _ uint16 = idPending
+
 func (p *pendingSet) len() int { return len(p.keys) }
 
 // home returns the slot where k's probe starts.
