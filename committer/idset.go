@@ -9,7 +9,10 @@ package committer
 // every insert, about half a microsecond: a sixth of a decision. So the
 // uuids are kept as a small log-structured set instead:
 //
-//   - pending, a small map of the latest adds, which stays in cache;
+//   - pending, the latest adds: appended in order, with a small
+//     open-addressed index of where each is, which stays in cache (a Go
+//     map of as many 16-byte keys is several times larger, and its
+//     inserts missed the cache);
 //   - runs, sorted arrays of the older ones, each more than twice as long
 //     as the next. When pending is full its keys are sorted into a new
 //     run, merged with every run not longer than it: sequential reads and
@@ -31,6 +34,7 @@ package committer
 import (
 	"cmp"
 	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
 	"slices"
 )
@@ -65,7 +69,7 @@ func cmpKey(a, b idKey) int {
 
 // idSet holds decided transaction ids (see the file comment).
 type idSet struct {
-	pending map[idKey]struct{}
+	pending pendingSet
 	runs    [][]idKey // sorted, no key twice, longest first
 	gone    map[idKey]struct{}
 	n       int // uuids in the set: pending, plus runs, minus gone
@@ -75,7 +79,7 @@ type idSet struct {
 }
 
 func newIDSet() idSet {
-	return idSet{pending: map[idKey]struct{}{}, gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
+	return idSet{pending: newPendingSet(), gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
 }
 
 // filterBits returns k's word in a filter of 1<<(64-shift) words and
@@ -97,7 +101,7 @@ func (d *idSet) hasKey(k idKey) bool {
 	if !d.mayHave(k) {
 		return false
 	}
-	if _, ok := d.pending[k]; ok {
+	if d.pending.has(k) {
 		return true
 	}
 	return d.inRuns(k)
@@ -121,8 +125,8 @@ func (d *idSet) addKey(k idKey) {
 	if _, ok := d.gone[k]; ok {
 		delete(d.gone, k) // back in the run it never left
 	} else {
-		d.pending[k] = struct{}{}
-		if len(d.pending) >= idPending {
+		d.pending.add(k)
+		if d.pending.len() >= idPending {
 			d.flush()
 		}
 	}
@@ -136,8 +140,7 @@ func (d *idSet) addKey(k idKey) {
 }
 
 func (d *idSet) removeKey(k idKey) {
-	if _, ok := d.pending[k]; ok {
-		delete(d.pending, k)
+	if d.pending.remove(k) {
 		d.n--
 		return
 	}
@@ -147,17 +150,122 @@ func (d *idSet) removeKey(k idKey) {
 	}
 }
 
+// pendingSet holds the uuids added since the last flush, at most
+// idPending: keys in the order added, and slots, an open-addressed index
+// (linear probing, at most half full) of each key's position in keys,
+// plus one (0: empty). At most 16 KiB of slots stay in cache where a map
+// missed it; keys are written in sequence. Both grow with the set, so a
+// dataset with few decisions keeps little. The hash is seeded per set, so
+// no choice of uuids makes them collide.
+type pendingSet struct {
+	keys  []idKey
+	slots []uint16
+	seed  maphash.Seed
+}
+
+func newPendingSet() pendingSet {
+	return pendingSet{slots: make([]uint16, minPendingSlots), seed: maphash.MakeSeed()}
+}
+
+// minPendingSlots is the index's size when the set is new.
+const minPendingSlots = 64
+
+// A position in keys, plus one, fits a slot.
+const _ uint16 = idPending
+
+func (p *pendingSet) len() int { return len(p.keys) }
+
+// home returns the slot where k's probe starts.
+func (p *pendingSet) home(k idKey) int {
+	return int(maphash.Comparable(p.seed, k)) & (len(p.slots) - 1)
+}
+
+// find returns k's slot, or the empty slot where it would go.
+func (p *pendingSet) find(k idKey) (int, bool) {
+	mask := len(p.slots) - 1
+	for i := p.home(k); ; i = (i + 1) & mask {
+		switch j := p.slots[i]; {
+		case j == 0:
+			return i, false
+		case p.keys[j-1] == k:
+			return i, true
+		}
+	}
+}
+
+func (p *pendingSet) has(k idKey) bool {
+	_, ok := p.find(k)
+	return ok
+}
+
+// add adds k, which must not be there, to a set with room for it
+// (len() < idPending).
+func (p *pendingSet) add(k idKey) {
+	if 2*(len(p.keys)+1) > len(p.slots) {
+		p.grow()
+	}
+	i, _ := p.find(k)
+	p.keys = append(p.keys, k)
+	p.slots[i] = uint16(len(p.keys))
+}
+
+// grow doubles the index and puts every key in it again.
+func (p *pendingSet) grow() {
+	p.slots = make([]uint16, 2*len(p.slots))
+	for pos, k := range p.keys {
+		i, _ := p.find(k)
+		p.slots[i] = uint16(pos + 1)
+	}
+}
+
+// remove removes k and reports whether it was there. The last key takes
+// its place in keys.
+func (p *pendingSet) remove(k idKey) bool {
+	i, ok := p.find(k)
+	if !ok {
+		return false
+	}
+	pos := int(p.slots[i]) - 1
+	p.unslot(i)
+	last := len(p.keys) - 1
+	if pos != last {
+		moved := p.keys[last]
+		j, _ := p.find(moved)
+		p.slots[j] = uint16(pos + 1)
+		p.keys[pos] = moved
+	}
+	p.keys = p.keys[:last]
+	return true
+}
+
+// unslot empties slot i and moves back the entries after it that could
+// not be found past the hole (backward-shift deletion: no tombstones).
+func (p *pendingSet) unslot(i int) {
+	mask := len(p.slots) - 1
+	for j := (i + 1) & mask; p.slots[j] != 0; j = (j + 1) & mask {
+		// The entry at j may fill the hole at i if its probe starts
+		// cyclically outside (i, j].
+		if h := p.home(p.keys[p.slots[j]-1]); (j-h)&mask >= (j-i)&mask {
+			p.slots[i] = p.slots[j]
+			i = j
+		}
+	}
+	p.slots[i] = 0
+}
+
+// reset empties the set, keeping its room.
+func (p *pendingSet) reset() {
+	p.keys = p.keys[:0]
+	clear(p.slots)
+}
+
 // flush sorts pending into a run and merges it with the runs not longer
 // than it. With removed uuids still in the runs, all runs are merged
 // into one without them.
 func (d *idSet) flush() {
-	keys := make([]idKey, 0, len(d.pending))
-	for k := range d.pending {
-		keys = append(keys, k)
-	}
-	clear(d.pending) // keeps its room for the next ones
-	r := make([]idKey, len(keys))
-	sortKeys(keys, r)
+	r := make([]idKey, d.pending.len())
+	sortKeys(d.pending.keys, r)
+	d.pending.reset() // keeps its room for the next ones
 	if len(d.gone) > 0 {
 		for _, old := range slices.Backward(d.runs) { // shortest first
 			r = mergeRuns(old, r, d.gone)
@@ -302,7 +410,7 @@ func inMap(m map[idKey]struct{}, k idKey) bool {
 
 // each calls f with every uuid in the set.
 func (d *idSet) each(f func(idKey)) {
-	for k := range d.pending {
+	for _, k := range d.pending.keys {
 		f(k)
 	}
 	for _, r := range d.runs {

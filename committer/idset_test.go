@@ -250,3 +250,57 @@ func TestValidTxnIDMatchesSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingSetMatchesMap checks the pending uuids' open-addressed index
+// against a Go map: random adds and removes (backward-shift deletion, the
+// last key moving into a removed one's place) in a table of 16 slots,
+// where probes wrap around and collide all the time, and in the full-size
+// one; after every step every key added is found exactly when the map
+// has it, and keys holds exactly the map's keys.
+func TestPendingSetMatchesMap(t *testing.T) {
+	for _, small := range []bool{true, false} {
+		r := rand.New(rand.NewPCG(7, 8))
+		p := newPendingSet()
+		limit := idPending
+		if small { // never grown: at most half full
+			p.slots, limit = make([]uint16, 16), 8
+		}
+		ref := map[idKey]bool{}
+		var all []idKey
+		for step := range 20000 {
+			if len(ref) < limit && (r.IntN(3) > 0 || len(ref) == 0) {
+				k := idKey{r.Uint64(), r.Uint64()}
+				if small {
+					k = idKey{r.Uint64N(40), 0} // few keys, added again after removal
+				}
+				if !ref[k] {
+					p.add(k)
+					ref[k] = true
+					all = append(all, k)
+				}
+			} else {
+				k := all[r.IntN(len(all))]
+				if got := p.remove(k); got != ref[k] {
+					t.Fatalf("step %d: remove(%v) = %v; want %v", step, k, got, ref[k])
+				}
+				delete(ref, k)
+			}
+			if !small && step%100 != 0 {
+				continue
+			}
+			for _, k := range all {
+				if p.has(k) != ref[k] {
+					t.Fatalf("step %d: has(%v) = %v; want %v", step, k, p.has(k), ref[k])
+				}
+			}
+			if p.len() != len(ref) {
+				t.Fatalf("step %d: len %d; want %d", step, p.len(), len(ref))
+			}
+			for _, k := range p.keys {
+				if !ref[k] {
+					t.Fatalf("step %d: keys holds %v, not in the set", step, k)
+				}
+			}
+		}
+	}
+}

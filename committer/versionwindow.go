@@ -1,5 +1,7 @@
 package committer
 
+import "math/bits"
+
 // versionWindow holds values by version for the few hundred consecutive
 // versions a state keeps (its window of manifests and transactions): a
 // ring over the versions from the oldest held to the newest, where a map
@@ -24,9 +26,14 @@ type windowSlot[T any] struct {
 // len returns the number of values held.
 func (w *versionWindow[T]) len() int { return w.count }
 
+// wrap returns i modulo the ring's length, a power of two (reserve):
+// a mask where a division would take tens of cycles, several times a
+// decision.
+func (w *versionWindow[T]) wrap(i int) int { return i & (len(w.slots) - 1) }
+
 // slot returns the slot of version v, which must be within the span.
 func (w *versionWindow[T]) slot(v uint64) *windowSlot[T] {
-	return &w.slots[(w.head+int(v-w.first))%len(w.slots)]
+	return &w.slots[w.wrap(w.head+int(v-w.first))]
 }
 
 func (w *versionWindow[T]) spans(v uint64) bool {
@@ -52,7 +59,7 @@ func (w *versionWindow[T]) set(v uint64, x T) {
 	case v < w.first:
 		grow := w.first - v
 		w.reserve(w.n + int(grow))
-		w.head = (w.head - int(grow%uint64(len(w.slots))) + len(w.slots)) % len(w.slots)
+		w.head = w.wrap(w.head - int(grow%uint64(len(w.slots))) + len(w.slots))
 		w.first, w.n = v, w.n+int(grow)
 	case v-w.first >= uint64(w.n):
 		n := int(v-w.first) + 1
@@ -80,7 +87,7 @@ func (w *versionWindow[T]) remove(v uint64) (T, bool) {
 	*s = windowSlot[T]{}
 	w.count--
 	for w.n > 0 && !w.slots[w.head].ok { // the span starts at the oldest held
-		w.head = (w.head + 1) % len(w.slots)
+		w.head = w.wrap(w.head + 1)
 		w.first++
 		w.n--
 	}
@@ -99,9 +106,9 @@ func (w *versionWindow[T]) reserve(n int) {
 	if n <= len(w.slots) {
 		return
 	}
-	slots := make([]windowSlot[T], max(n, 2*len(w.slots), 16))
+	slots := make([]windowSlot[T], 1<<bits.Len(uint(max(n, 16)-1))) // a power of two: see wrap
 	for i := range w.n {
-		slots[i] = w.slots[(w.head+i)%len(w.slots)]
+		slots[i] = w.slots[w.wrap(w.head+i)]
 	}
 	w.slots, w.head = slots, 0
 }

@@ -250,9 +250,9 @@ func (a *applier) init(head *Manifest, txn *lancepb.Transaction, op Op) error {
 	} else if id, ok := head.frags.byID.Max(); ok {
 		a.nextID = id + 1
 	}
-	if head.Header().GetReaderFeatureFlags()&FlagStableRowIDs != 0 {
+	if head.top.reader&FlagStableRowIDs != 0 {
 		a.stable = true
-		a.nextRowID = head.Header().GetNextRowId()
+		a.nextRowID = head.top.nextRowID
 	}
 	return nil
 }
@@ -302,41 +302,39 @@ func (a *applier) apply(ctx context.Context, older Versions) error {
 
 // finish stamps the header of the new manifest and builds it.
 func (a *applier) finish() (*Manifest, error) {
-	h := a.b.topHeader() // only top-level fields are set below
-	h.Version = a.version
-	h.Timestamp, h.WriterVersion = nil, nil
-	h.TransactionFile, h.TransactionSection = "", nil
-	h.IndexSection, h.VersionAuxData = nil, 0
+	h := a.b.fields() // the top-level fields; nested ones are read from a.b.nested()
+	h.version = a.version
+	h.unstamped = true
 
 	if a.restored {
 		// The restored content as it was, except that ids never go back:
 		// an id must never name two different things.
-		if cur, ok := a.head.MaxFragmentID(); ok && (h.MaxFragmentId == nil || h.GetMaxFragmentId() < cur) {
-			a.b.setMaxFragmentID(cur)
+		if cur, ok := a.head.MaxFragmentID(); ok && (!h.hasMaxID || h.maxID < cur) {
+			h.setMaxID(cur)
 		}
-		if a.stable && h.GetNextRowId() < a.nextRowID {
-			h.NextRowId = a.nextRowID
+		if a.stable && h.nextRowID < a.nextRowID {
+			h.nextRowID = a.nextRowID
 		}
 		return a.b.Build(), nil
 	}
 
-	h.Tag = a.txn.GetTag()
+	h.tag = a.txn.GetTag()
 
 	// max_fragment_id is a high-water mark (Lance's update_max_fragment_id).
 	if maxID, ok := a.b.frags.byID.Max(); ok {
 		if maxID > math.MaxUint32 {
 			return nil, a.invalid("fragment id %d does not fit the manifest's 32-bit max_fragment_id", maxID)
 		}
-		if h.MaxFragmentId == nil || uint32(maxID) > h.GetMaxFragmentId() {
-			a.b.setMaxFragmentID(uint32(maxID))
+		if !h.hasMaxID || uint32(maxID) > h.maxID {
+			h.setMaxID(uint32(maxID))
 		}
 	}
 	if a.kind == OpReserveFragments {
-		cur := uint64(h.GetMaxFragmentId())
+		cur := uint64(h.maxID)
 		if cur+uint64(a.reserve) > math.MaxUint32 {
 			return nil, a.invalid("reserving %d fragment ids overflows max_fragment_id %d", a.reserve, cur)
 		}
-		a.b.setMaxFragmentID(uint32(cur + uint64(a.reserve)))
+		h.setMaxID(uint32(cur + uint64(a.reserve)))
 	}
 
 	// Feature flags, recomputed from the content as Lance's
@@ -354,22 +352,23 @@ func (a *applier) finish() (*Manifest, error) {
 		}
 		flags |= FlagStableRowIDs
 	}
-	if len(h.GetBasePaths()) > 0 {
+	nested := a.b.nested()
+	if len(nested.GetBasePaths()) > 0 {
 		flags |= FlagBasePaths
 	}
 	if c.overlays > 0 {
 		flags |= FlagDataOverlays
 	}
 	const carried = ^(FlagDeletionFiles | FlagStableRowIDs | FlagV2FormatDeprecated | FlagTableConfig | FlagBasePaths | FlagDataOverlays)
-	reader := flags | h.GetReaderFeatureFlags()&carried
-	writer := flags | h.GetWriterFeatureFlags()&carried
-	if len(h.GetConfig()) > 0 {
+	reader := flags | h.reader&carried
+	writer := flags | h.writer&carried
+	if len(nested.GetConfig()) > 0 {
 		writer |= FlagTableConfig
 	}
-	h.ReaderFeatureFlags, h.WriterFeatureFlags = reader, writer
+	h.reader, h.writer = reader, writer
 
 	if a.stable {
-		h.NextRowId = a.nextRowID
+		h.nextRowID = a.nextRowID
 	}
 	return a.b.Build(), nil
 }

@@ -1,8 +1,6 @@
 package table
 
 import (
-	"slices"
-
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
@@ -11,21 +9,18 @@ import (
 // Builder assembles a new manifest from a base one. Every method leaves the
 // base untouched; Build returns the result, which shares all fragments the
 // builder did not replace. A Builder is not safe for concurrent use.
+//
+// The header is the base's until Header is called, which makes a private
+// copy; the top-level fields a version sets for itself are in top
+// (fields), so that the usual version, which changes nothing else, shares
+// its base's header (header.go).
 type Builder struct {
-	header *lancepb.Manifest // private copy, created on first write
-	deep   bool              // header's nested messages, lists and maps are its own too
+	header *lancepb.Manifest // private copy, created by Header
+	live   bool              // header's top-level fields are current, top is not
 	base   *lancepb.Manifest
+	top    topFields
 	schema *Schema
 	frags  fragmentList
-	block  *manifestBlock // where topHeader's copy lives, and Build's manifest
-}
-
-// manifestBlock is a manifest and its header in one allocation, for the
-// usual version that changes top-level header fields only (topHeader).
-type manifestBlock struct {
-	m     Manifest
-	h     lancepb.Manifest
-	maxID uint32 // h.MaxFragmentId points here when set by setMaxFragmentID
 }
 
 // Edit starts building a manifest from m.
@@ -35,90 +30,39 @@ func (m *Manifest) Edit() *Builder {
 }
 
 func (m *Manifest) edit() Builder {
-	return Builder{base: m.header, schema: m.schema, frags: m.frags}
+	return Builder{base: m.header, top: m.top, schema: m.schema, frags: m.frags}
 }
 
 // Header returns the header of the manifest being built, for modification.
 // The first call clones the base header.
 func (b *Builder) Header() *lancepb.Manifest {
-	if !b.deep {
-		if b.header == nil {
-			b.header = b.base
-		}
-		b.header = proto.CloneOf(b.header)
-		b.deep = true
-	}
-	return b.header
-}
-
-// topHeader returns the header of the manifest being built for setting
-// its top-level fields only (scalars, and pointers replaced whole): its
-// nested messages, lists and maps may be the base's, never to be modified.
-// Most versions change nothing else, and copying the top level costs one
-// allocation where a clone costs one per nested message.
-func (b *Builder) topHeader() *lancepb.Manifest {
 	if b.header == nil {
-		b.block = new(manifestBlock)
-		b.header = &b.block.h
-		copyTopLevel(b.header, b.base)
-		if id := b.base.MaxFragmentId; id != nil {
-			// A copy of its own: no header points into another
-			// version's block and keeps that version alive.
-			b.block.maxID = *id
-			b.header.MaxFragmentId = &b.block.maxID
-		}
+		b.header = proto.CloneOf(b.base)
+	}
+	if !b.live {
+		b.top.writeTo(b.header)
+		b.live = true
 	}
 	return b.header
 }
 
-// setMaxFragmentID sets the header's max_fragment_id to id, without an
-// allocation of its own when the header is topHeader's.
-func (b *Builder) setMaxFragmentID(id uint32) {
-	h := b.topHeader()
-	if b.block != nil && h == &b.block.h {
-		b.block.maxID = id
-		h.MaxFragmentId = &b.block.maxID
-		return
+// fields returns the top-level header fields of the manifest being built,
+// for modification; they are current until the next Header call.
+func (b *Builder) fields() *topFields {
+	if b.live {
+		b.top = topOf(b.header)
+		b.live = false
 	}
-	h.MaxFragmentId = proto.Uint32(id)
+	return &b.top
 }
 
-// shallowHeader returns a copy of h's top-level fields, sharing every
-// nested message, list and map with h. Every field of lancepb.Manifest is
-// listed (TestShallowHeaderCopiesEveryField fails when one is missing).
-func shallowHeader(h *lancepb.Manifest) *lancepb.Manifest {
-	c := new(lancepb.Manifest)
-	copyTopLevel(c, h)
-	return c
-}
-
-// copyTopLevel sets c, a new message, to shallowHeader(h).
-func copyTopLevel(c, h *lancepb.Manifest) {
-	*c = lancepb.Manifest{
-		Fields:             h.Fields,
-		SchemaMetadata:     h.SchemaMetadata,
-		Fragments:          h.Fragments,
-		Version:            h.Version,
-		VersionAuxData:     h.VersionAuxData,
-		WriterVersion:      h.WriterVersion,
-		IndexSection:       h.IndexSection,
-		Timestamp:          h.Timestamp,
-		Tag:                h.Tag,
-		ReaderFeatureFlags: h.ReaderFeatureFlags,
-		WriterFeatureFlags: h.WriterFeatureFlags,
-		MaxFragmentId:      h.MaxFragmentId,
-		TransactionFile:    h.TransactionFile,
-		TransactionSection: h.TransactionSection,
-		NextRowId:          h.NextRowId,
-		DataFormat:         h.DataFormat,
-		Config:             h.Config,
-		TableMetadata:      h.TableMetadata,
-		BasePaths:          h.BasePaths,
-		Branch:             h.Branch,
+// nested returns the header of the manifest being built for reading its
+// nested messages, lists and maps (not its top-level fields: fields).
+func (b *Builder) nested() *lancepb.Manifest {
+	if b.header != nil {
+		return b.header
 	}
-	if u := h.ProtoReflect().GetUnknown(); len(u) > 0 {
-		c.ProtoReflect().SetUnknown(slices.Clone(u))
-	}
+	return b.base
 }
 
 // Schema returns the schema of the manifest being built.
@@ -305,15 +249,7 @@ func (b *Builder) renumber() {
 
 // Build returns the new manifest.
 func (b *Builder) Build() *Manifest {
-	h := b.header
-	if h == nil {
-		h = b.base
-	}
-	if b.block != nil && h == &b.block.h {
-		m := &b.block.m
-		b.block = nil // a second Build allocates its own manifest
-		*m = Manifest{header: h, schema: b.schema, frags: b.frags}
-		return m
-	}
-	return &Manifest{header: h, schema: b.schema, frags: b.frags}
+	m := &Manifest{header: b.nested(), top: *b.fields(), schema: b.schema, frags: b.frags}
+	b.base, b.header = m.header, nil // m is immutable: a later Header copies again
+	return m
 }

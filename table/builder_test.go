@@ -405,7 +405,7 @@ func TestBuilderTopHeaderLeavesBaseAlone(t *testing.T) {
 	}
 	want := proto.CloneOf(base.Header())
 	b := base.Edit()
-	b.topHeader().Version = 2
+	b.fields().version = 2
 	h := b.Header()
 	h.Config["k"] = "changed"
 	h.DataFormat.Version = "2.1"
@@ -415,37 +415,5 @@ func TestBuilderTopHeaderLeavesBaseAlone(t *testing.T) {
 	}
 	if next.Version() != 2 || next.Header().GetConfig()["k"] != "changed" || next.Header().GetDataFormat().GetVersion() != "2.1" {
 		t.Fatalf("built header: %v", next.Header())
-	}
-}
-
-// TestTopHeaderBlock checks the manifest built in one block with its
-// header: the top-level copy equals the base header, max_fragment_id is
-// the header's own (not the base's pointer), setting it leaves the base
-// alone, and a second Build of the same builder is a manifest of its own.
-func TestTopHeaderBlock(t *testing.T) {
-	h := &lancepb.Manifest{}
-	hm := h.ProtoReflect()
-	fields := hm.Descriptor().Fields()
-	for i := range fields.Len() {
-		setAny(t, hm, fields.Get(i))
-	}
-	base := &Manifest{header: h}
-	b := base.edit()
-	c := b.topHeader()
-	if !proto.Equal(c, h) {
-		t.Fatalf("top-level copy differs:\n got %v\nwant %v", c, h)
-	}
-	if c.MaxFragmentId == h.MaxFragmentId {
-		t.Fatal("the copy shares the base's max_fragment_id pointer")
-	}
-	was := h.GetMaxFragmentId()
-	b.setMaxFragmentID(was + 7)
-	if h.GetMaxFragmentId() != was || c.GetMaxFragmentId() != was+7 {
-		t.Fatalf("max_fragment_id: base %d, copy %d; want %d, %d", h.GetMaxFragmentId(), c.GetMaxFragmentId(), was, was+7)
-	}
-	m1 := b.Build()
-	m2 := b.Build()
-	if m1 == m2 || m1.header != c || m2.header != c {
-		t.Fatalf("two Builds: %p, %p (headers %p, %p; want %p)", m1, m2, m1.header, m2.header, c)
 	}
 }

@@ -31,7 +31,11 @@ type ConflictIndex struct {
 	first  uint64      // version of steps[0]
 	steps  []touchStep // one per version from first, ascending
 	byKind [opLimit][]uint64
-	byFrag map[uint64][]uint64 // fragment → versions that touched it, ascending
+	// The arrays steps and byKind slide over (pushSlid): the oldest
+	// version leaves from the front, the newest comes in at the back.
+	stepArr []touchStep
+	kindArr [opLimit][]uint64
+	byFrag  map[uint64][]uint64 // fragment → versions that touched it, ascending
 }
 
 // touchStep is what one committed transaction touches.
@@ -89,8 +93,8 @@ func (x *ConflictIndex) Add(version uint64, txn *lancepb.Transaction) int {
 		op = OpUnknown
 	}
 	st := touchStep{op: op, frags: touchedBy(txn, op)}
-	x.steps = append(x.steps, st)
-	x.byKind[op] = append(x.byKind[op], version)
+	x.steps = pushSlid(x.steps, &x.stepArr, st)
+	x.byKind[op] = pushSlid(x.byKind[op], &x.kindArr[op], version)
 	for _, id := range st.frags {
 		x.byFrag[id] = append(x.byFrag[id], version)
 	}
@@ -264,4 +268,25 @@ func scopeOf(ours *lancepb.Transaction, op Op) (always opSet, frags []uint64) {
 		return always, touchedBy(ours, op)
 	}
 	return always, nil
+}
+
+// pushSlid appends v to s, a queue over the array *arr whose oldest
+// entries leave by reslicing (s = s[1:]). Left to append, such a queue
+// would get a new array each time it reached the end of its own, however
+// few entries it held: a steady window of versions allocated as it
+// slid. pushSlid moves the entries back to the start of the array
+// instead, and makes an array twice as long only when they fill more than
+// half of it. s must be nil or a slice of *arr.
+func pushSlid[T any](s []T, arr *[]T, v T) []T {
+	if len(s) == cap(s) {
+		a := *arr
+		if len(s) > len(a)/2 {
+			a = make([]T, max(2*len(s), 16))
+			*arr = a
+		}
+		n := copy(a, s)
+		clear(a[n:]) // what moved entries left behind
+		s = a[:n]
+	}
+	return append(s, v)
 }

@@ -13,7 +13,20 @@ import "math/bits"
 // range: the tail on one side, the trie's leaf there (or the other tail)
 // on the other. Every other key is in both tries, where it is diffed by
 // structure.
+//
+// Two versions with one trie and views of one tail buffer, as an append
+// leaves them, differ in the longer view's extra entries only: those are
+// all it visits (diffTries is the general walk; checkDiff compares both).
 func diffMaps[V comparable](a, b intMap[V], same func(x, y V) bool, fn func(key uint64, x V, inA bool, y V, inB bool)) {
+	if a.root == b.root && a.shift == b.shift && a.tail == b.tail {
+		diffViews(a, b, fn)
+		return
+	}
+	diffTries(a, b, same, fn)
+}
+
+// diffTries is diffMaps without its shortcut.
+func diffTries[V comparable](a, b intMap[V], same func(x, y V) bool, fn func(key uint64, x V, inA bool, y V, inB bool)) {
 	ra, rb, shift := alignRoots(a, b)
 	if a.tn == 0 && b.tn == 0 {
 		diffNodes(ra, rb, shift, 0, same, fn)
@@ -73,17 +86,7 @@ func leafRange[V any](m intMap[V], hi uint64) (uint32, []V) {
 // and b, ascending.
 func diffRange[V comparable](a, b intMap[V], hi uint64, same func(x, y V) bool, fn func(uint64, V, bool, V, bool)) {
 	if a.tn > 0 && a.tail == b.tail {
-		// Views of one buffer: the shorter's entries are the longer's
-		// first ones, so only the longer's others differ.
-		var zero V
-		for i := min(a.tn, b.tn); i < max(a.tn, b.tn); i++ {
-			v := a.tail.vals[i]
-			if i < a.tn {
-				fn(a.tail.key(i), v, true, zero, false)
-			} else {
-				fn(a.tail.key(i), zero, false, v, true)
-			}
-		}
+		diffViews(a, b, fn)
 		return
 	}
 	ux, vx := leafRange(a, hi)
@@ -103,6 +106,21 @@ func diffRange[V comparable](a, b intMap[V], hi uint64, same func(x, y V) bool, 
 		}
 		if inX != inY || x != y && !same(x, y) {
 			fn(hi<<imBits|uint64(slot), x, inX, y, inY)
+		}
+	}
+}
+
+// diffViews calls fn for the keys that differ between a and b, whose
+// tails are views of one buffer (or both empty): the shorter's entries are
+// the longer's first ones, so only the longer's others differ.
+func diffViews[V any](a, b intMap[V], fn func(uint64, V, bool, V, bool)) {
+	var zero V
+	for i := min(a.tn, b.tn); i < max(a.tn, b.tn); i++ {
+		v := a.tail.vals[i]
+		if i < a.tn {
+			fn(a.tail.key(i), v, true, zero, false)
+		} else {
+			fn(a.tail.key(i), zero, false, v, true)
 		}
 	}
 }

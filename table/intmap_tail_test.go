@@ -94,6 +94,13 @@ func checkDiff(t *testing.T, a intMap[int], aref map[uint64]int, b intMap[int], 
 	if !slices.Equal(got, want) {
 		t.Fatalf("diff keys %v; want %v", got, want)
 	}
+	var plain []uint64 // diffMaps' shortcut must visit what the plain walk does
+	diffTries(a, b, func(x, y int) bool { return false }, func(k uint64, _ int, _ bool, _ int, _ bool) {
+		plain = append(plain, k)
+	})
+	if !slices.Equal(got, plain) {
+		t.Fatalf("diffMaps visits %v; diffTries %v", got, plain)
+	}
 }
 
 // TestIntMapTailAppendsInPlace checks what the tail is for: appending

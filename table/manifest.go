@@ -15,7 +15,8 @@ import (
 // every fragment a transaction does not touch. Building the next version
 // costs memory and time proportional to the change, not to the table.
 type Manifest struct {
-	header *lancepb.Manifest // every field but fields and fragments; never modified
+	header *lancepb.Manifest // every field but fields and fragments, shared; never modified
+	top    topFields         // the top-level header fields of this version, over header's (header.go)
 	schema *Schema
 	frags  fragmentList
 }
@@ -78,7 +79,7 @@ func FromProto(pb *lancepb.Manifest) (*Manifest, error) {
 	}
 	header := proto.CloneOf(pb)
 	header.Fields, header.Fragments = nil, nil
-	m := &Manifest{header: header, schema: schema}
+	m := &Manifest{header: header, top: topOf(header), schema: schema}
 	for i, f := range pb.GetFragments() {
 		if _, dup := m.frags.byID.Get(f.GetId()); dup {
 			return nil, errorf("decode manifest", ErrMalformed, "duplicate fragment id %d at position %d", f.GetId(), i)
@@ -92,6 +93,7 @@ func FromProto(pb *lancepb.Manifest) (*Manifest, error) {
 // with m; callers must not modify the result.
 func (m *Manifest) Proto() *lancepb.Manifest {
 	pb := proto.CloneOf(m.header)
+	m.top.writeTo(pb)
 	pb.Fields = m.schema.Fields()
 	pb.Fragments = make([]*lancepb.DataFragment, 0, m.frags.byID.Len())
 	for f := range m.Fragments() {
@@ -101,14 +103,17 @@ func (m *Manifest) Proto() *lancepb.Manifest {
 }
 
 // Version returns the manifest's version number.
-func (m *Manifest) Version() uint64 { return m.header.GetVersion() }
+func (m *Manifest) Version() uint64 { return m.top.version }
 
 // Schema returns the schema.
 func (m *Manifest) Schema() *Schema { return m.schema }
 
 // Header returns the manifest fields other than fields and fragments.
-// Callers must not modify it.
-func (m *Manifest) Header() *lancepb.Manifest { return m.header }
+// Callers must not modify it. Versions share their header's nested
+// messages, lists and maps; the top-level fields a version changes are
+// its own, and Header puts them together (a new message, unless they are
+// those of the header the version shares).
+func (m *Manifest) Header() *lancepb.Manifest { return header(m.header, &m.top) }
 
 // BasePaths returns the base paths data and deletion files may be relative
 // to. Callers must not modify them.
@@ -116,10 +121,7 @@ func (m *Manifest) BasePaths() []*lancepb.BasePath { return m.header.GetBasePath
 
 // MaxFragmentID returns the highest fragment id ever used, if any.
 func (m *Manifest) MaxFragmentID() (uint32, bool) {
-	if m.header.MaxFragmentId == nil {
-		return 0, false
-	}
-	return m.header.GetMaxFragmentId(), true
+	return m.top.maxID, m.top.hasMaxID
 }
 
 // Fragment returns the fragment with the given id.

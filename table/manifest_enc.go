@@ -36,5 +36,5 @@ func (m *Manifest) AppendEncoding(b []byte) ([]byte, error) {
 		b = protowire.AppendTag(b, manifestFragments, protowire.BytesType)
 		b = protowire.AppendBytes(b, enc)
 	}
-	return det.MarshalAppend(b, m.header)
+	return det.MarshalAppend(b, m.Header())
 }
