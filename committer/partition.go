@@ -300,23 +300,51 @@ func (p *partition) handle(ctx context.Context, batch []jetstream.Msg) error {
 }
 
 // byDataset splits items into one group per dataset, each sorted by
-// stream sequence, in the order the datasets first appear.
+// stream sequence, in the order the datasets first appear. The groups
+// may share items' array (a batch of one dataset, the usual case, is
+// items itself); each group is sized once.
 func byDataset(items []item) [][]item {
+	if oneDataset(items) {
+		sortItems(items)
+		return [][]item{items}
+	}
 	index := map[string]int{}
-	var groups [][]item
+	var sizes []int
 	for _, it := range items {
 		i, ok := index[it.ds]
 		if !ok {
-			i = len(groups)
+			i = len(sizes)
 			index[it.ds] = i
-			groups = append(groups, nil)
+			sizes = append(sizes, 0)
 		}
+		sizes[i]++
+	}
+	groups := make([][]item, len(sizes))
+	for i, n := range sizes {
+		groups[i] = make([]item, 0, n)
+	}
+	for _, it := range items {
+		i := index[it.ds]
 		groups[i] = append(groups[i], it)
 	}
 	for _, g := range groups {
 		sortItems(g)
 	}
 	return groups
+}
+
+// oneDataset reports whether items are all of one dataset (and there
+// is at least one).
+func oneDataset(items []item) bool {
+	if len(items) == 0 {
+		return false
+	}
+	for _, it := range items[1:] {
+		if it.ds != items[0].ds {
+			return false
+		}
+	}
+	return true
 }
 
 // stop ends the partition's consumption, waits for the batch in hand to

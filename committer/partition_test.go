@@ -3,6 +3,7 @@ package committer
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -281,5 +282,37 @@ func TestAssignPartitionsBalancedAndStable(t *testing.T) {
 	t.Logf("%d of 64 partitions moved when a fourth member joined", moved)
 	if moved < 16 || moved > 40 {
 		t.Errorf("%d partitions moved when a fourth member joined, want about a quarter", moved)
+	}
+}
+
+// TestByDataset: a partition's batch splits into one group per dataset,
+// in the order the datasets first appear, each sorted by stream
+// sequence, every item in exactly one group; a batch of one dataset is
+// one group, and an empty one none.
+func TestByDataset(t *testing.T) {
+	at := func(ds string, seq uint64) item { return item{staged: staged{seq: seq}, ds: ds} }
+	for _, c := range []struct {
+		in   []item
+		want [][]uint64
+	}{
+		{nil, nil},
+		{[]item{at("a", 3), at("a", 1), at("a", 2)}, [][]uint64{{1, 2, 3}}},
+		{[]item{at("b", 9), at("a", 4), at("b", 2), at("c", 7), at("a", 1), at("b", 5)}, [][]uint64{{2, 5, 9}, {1, 4}, {7}}},
+	} {
+		groups := byDataset(slices.Clone(c.in))
+		var got [][]uint64
+		for _, g := range groups {
+			var seqs []uint64
+			for _, it := range g {
+				if it.ds != g[0].ds {
+					t.Errorf("group of %s holds an item of %s", g[0].ds, it.ds)
+				}
+				seqs = append(seqs, it.seq)
+			}
+			got = append(got, seqs)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("byDataset(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
