@@ -148,6 +148,10 @@ func (b *bencher) streamNames(ctx context.Context) (map[string]bool, error) {
 		return nil, err
 	}
 	defer nc.Close()
+	return listStreams(ctx, js)
+}
+
+func listStreams(ctx context.Context, js jetstream.JetStream) (map[string]bool, error) {
 	names := map[string]bool{}
 	l := js.StreamNames(ctx)
 	for name := range l.Name() {
@@ -167,15 +171,15 @@ func (b *bencher) dropStreams(ctx context.Context, before map[string]bool) error
 	if b.keepStreams {
 		return nil
 	}
-	now, err := b.streamNames(ctx)
-	if err != nil {
-		return fmt.Errorf("list streams: %w", err)
-	}
 	nc, js, err := b.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	now, err := listStreams(ctx, js)
+	if err != nil {
+		return fmt.Errorf("list streams: %w", err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(now)) {
 		if before[name] {
 			continue
