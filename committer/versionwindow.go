@@ -59,7 +59,7 @@ func (w *versionWindow[T]) set(v uint64, x T) {
 	case v < w.first:
 		grow := w.first - v
 		w.reserve(w.n + int(grow))
-		w.head = w.wrap(w.head - int(grow%uint64(len(w.slots))) + len(w.slots))
+		w.head = w.wrap(w.head - int(grow)) // grow < len(slots) after reserve; the mask wraps a negative
 		w.first, w.n = v, w.n+int(grow)
 	case v-w.first >= uint64(w.n):
 		n := int(v-w.first) + 1
