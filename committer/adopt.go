@@ -26,7 +26,7 @@ func (s *state) adopt(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verd
 	if cfg.GetLocation() == "" {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "an adoption must name the location of the adopted table")
 	}
-	if v := m.Header().GetDataFormat().GetVersion(); v != "" {
+	if v := m.DataFormat().GetVersion(); v != "" {
 		cfg.StorageVersion = v
 	}
 	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED

@@ -199,7 +199,7 @@ func (a *applier) checkFileVersion(df *lancepb.DataFile, what string) error {
 	if a.creating || a.kind == OpOverwrite {
 		return nil
 	}
-	want := a.head.header.GetDataFormat().GetVersion() // nested: shared, not a top field
+	want := a.head.DataFormat().GetVersion()
 	if want != "2.0" && want != "2.1" {
 		return nil
 	}

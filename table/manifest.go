@@ -115,6 +115,11 @@ func (m *Manifest) Schema() *Schema { return m.schema }
 // those of the header the version shares).
 func (m *Manifest) Header() *lancepb.Manifest { return header(m.header, &m.top) }
 
+// DataFormat returns the format of the table's data files (nil if the
+// manifest names none). Callers must not modify it. Unlike Header, it
+// puts nothing together: the data format is not a field a version sets.
+func (m *Manifest) DataFormat() *lancepb.Manifest_DataStorageFormat { return m.header.GetDataFormat() }
+
 // BasePaths returns the base paths data and deletion files may be relative
 // to. Callers must not modify them.
 func (m *Manifest) BasePaths() []*lancepb.BasePath { return m.header.GetBasePaths() }

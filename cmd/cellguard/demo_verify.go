@@ -100,7 +100,7 @@ func (d *demoRun) checkLanceLayout(head *table.Manifest, res *demoResult) error 
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	res.format = head.Header().GetDataFormat().GetVersion() // "" fails the check: Lance needs it
+	res.format = head.DataFormat().GetVersion() // "" fails the check: Lance needs it
 	major, minor := v.Numbers()
 	for f := range head.Fragments() {
 		res.headOverlays += len(f.Overlays())

@@ -268,7 +268,7 @@ func fileVersion(major, minor uint32) (lancefile.Version, bool) {
 // versions give ErrUnsupported: this package writes 2.0 and 2.1 only.
 func FileVersion(m *table.Manifest) (lancefile.Version, error) {
 	const op = "file version"
-	df := m.Header().GetDataFormat()
+	df := m.DataFormat()
 	switch v := df.GetVersion(); {
 	case df == nil:
 		return inferVersion(m)
