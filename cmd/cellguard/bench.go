@@ -51,6 +51,12 @@ run against the raw run of its round).
 (clients connect to any node) and runs everything with 3 replicas per
 stream.
 
+-atomic-min N appends groups of N decisions or more as one atomic batch
+and smaller ones as chains of single fenced appends, in the committer
+(its AtomicBatchMin) and the raw loop alike; 0 keeps the committer's
+default for the decision log's stream (32 on a single-replica file
+stream, 2 on a replicated or memory one).
+
 -json FILE writes one document: {"schema": 2, "started", "go_version",
 "goos", "goarch", "cpus", "gomaxprocs", "cluster_nodes", "producers",
 "rounds", "runs": [...], "summary": [...]}, one record per run in "runs"
@@ -144,6 +150,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	burst := fs.Bool("datasets-burst", false, "many-datasets runs stage every transaction at once (schema 1's mode) instead of a closed loop of -producers")
 	cacheBytes := fs.Int("cache-bytes", 0, "the committer's cache budget for all datasets (0: its default)")
 	partitions := fs.Int("partitions", 0, "the committer's partition count, one consumer each on the staging stream (0: its default, 64)")
+	atomicMin := fs.Int("atomic-min", 0, "the smallest group appended as one atomic batch, by the committer and raw JetStream alike (0: the committer's default for the decision log)")
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
@@ -168,6 +175,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *rounds < 1 || *rounds > 100 {
 		return usageError{fmt.Sprintf("bench: -rounds %d: want 1 to 100", *rounds)}
+	}
+	if *atomicMin < 0 {
+		return usageError{fmt.Sprintf("bench: -atomic-min %d: want 0 (the default) or more", *atomicMin)}
 	}
 	restoreLimit, err := setMemoryLimit(*memoryLimit)
 	if err != nil {
@@ -207,7 +217,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	b := &bencher{
-		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions,
+		url: url, replicas: *nodes, n: *n, producers: *producers, manyTxns: *manyTxns, log: quiet, cacheBytes: *cacheBytes, partitions: *partitions, atomicMin: *atomicMin,
 		timelineDir: *timelineDir, keepStreams: *keepStreams, out: stdout, rep: newBenchReport(*nodes, *producers, *rounds),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: *rounds * plan.runs(*latency)},
 	}

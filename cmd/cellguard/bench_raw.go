@@ -39,6 +39,9 @@ func (b *bencher) startRaw(ctx context.Context, wg *sync.WaitGroup, sc subject.S
 		nc.Close()
 		return err
 	}
+	if b.atomicMin > 0 {
+		atomicMin = b.atomicMin
+	}
 	cons, err := js.Consumer(ctx, sc.TxnStream(), "raw")
 	if err != nil {
 		nc.Close()

@@ -401,7 +401,7 @@ func TestBenchCluster(t *testing.T) {
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-cluster", "0"}, {"-cluster", "6"}, {"-batches", "0"}, {"-batches", "x"}, {"-preconditions", "-1"},
-		{"-producers", "0"}, {"-txns", "10", "-producers", "11"}, {"-datasets-txns", "0"}, {"-progress", "0s"}, {"-rounds", "0"}, {"-rounds", "101"},
+		{"-producers", "0"}, {"-txns", "10", "-producers", "11"}, {"-datasets-txns", "0"}, {"-progress", "0s"}, {"-rounds", "0"}, {"-rounds", "101"}, {"-atomic-min", "-1"},
 	} {
 		var out, errOut bytes.Buffer
 		err := bench(t.Context(), args, &out, &errOut)
