@@ -123,6 +123,19 @@ func (b *beacons) run(ctx context.Context) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// Taking over is requests to the server, which may be slow or go
+	// unanswered for seconds (a consumer that is gone, a leader that
+	// moves): they run on a goroutine of their own, so that this loop
+	// never misses an announcement. A committer whose announcements stop
+	// is taken for dead by the others, who take its partitions.
+	kick := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.takeOver(ctx, kick)
+	}()
+	defer wg.Wait()
 	b.announce() // at once: the others answer a new id right away (receive)
 	tick := time.NewTicker(beaconEvery)
 	defer tick.Stop()
@@ -136,13 +149,48 @@ func (b *beacons) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		b.announce()
-		for _, cons := range b.orphans(time.Now()) {
-			b.check(ctx, cons)
-		}
-		for _, cons := range b.releasedBySilent(time.Now()) {
-			b.resetReleased(ctx, cons)
+		select { // the taking over looks again once it is done with the last look
+		case kick <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// takeOverParallel bounds the consumers a takeover checks or resets at
+// once: a silent committer may have held dozens, each a request or two.
+const takeOverParallel = 8
+
+// takeOver checks, at each kick, the consumers a silent committer held or
+// released, several at a time, until ctx ends.
+func (b *beacons) takeOver(ctx context.Context, kick <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+		if h := b.c.cfg.takeOverHook; h != nil {
+			h()
+		}
+		eachParallel(b.orphans(time.Now()), func(cons string) { b.check(ctx, cons) })
+		eachParallel(b.releasedBySilent(time.Now()), func(cons string) { b.resetReleased(ctx, cons) })
+	}
+}
+
+// eachParallel calls fn for every name, takeOverParallel at a time, and
+// returns when all calls have.
+func eachParallel(names []string, fn func(string)) {
+	sem := make(chan struct{}, takeOverParallel)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(name)
+		}()
+	}
+	wg.Wait()
 }
 
 func (b *beacons) receive(m *nats.Msg) {
@@ -267,11 +315,15 @@ func (b *beacons) releasedBySilent(now time.Time) []string {
 func (b *beacons) resetReleased(ctx context.Context, consumer string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := b.c.txn.ResetConsumer(ctx, consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	switch err := b.c.resetIfExists(ctx, consumer); {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		// Retired meanwhile (a partition of an earlier count): nothing
+		// of it is left to redeliver.
+	case err != nil:
 		b.c.log.Warn("fast takeover: reset a partition the silent committer released", "consumer", consumer, "err", err)
-		return
+	default:
+		b.c.log.Info("fast takeover: a committer went silent after releasing a partition; unacked messages redelivered", "consumer", consumer)
 	}
-	b.c.log.Info("fast takeover: a committer went silent after releasing a partition; unacked messages redelivered", "consumer", consumer)
 }
 
 // livePin reports whether a live committer announces pin on consumer.

@@ -382,12 +382,23 @@ func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		// Several at a time: a partition count change unpins every
+		// consumer of the old count at once, and one reset must not
+		// wait for another's answer.
+		sem := make(chan struct{}, takeOverParallel)
+		var wg sync.WaitGroup
+		defer wg.Wait()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case name := <-resets:
-				c.resetConsumer(ctx, name)
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					c.resetConsumer(ctx, name)
+				}()
 			}
 		}
 	}()
@@ -397,11 +408,27 @@ func (c *Committer) watchUnpinned(ctx context.Context) (func(), error) {
 func (c *Committer) resetConsumer(ctx context.Context, name string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.txn.ResetConsumer(ctx, name); err != nil {
+	switch err := c.resetIfExists(ctx, name); {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		c.log.Debug("unpinned consumer is gone (retired)", "consumer", name)
+	case err != nil:
 		c.log.Warn("reset consumer after unpin", "consumer", name, "err", err)
-		return
+	default:
+		c.log.Info("consumer reset after pinned committer timed out", "consumer", name)
 	}
-	c.log.Info("consumer reset after pinned committer timed out", "consumer", name)
+}
+
+// resetIfExists resets a partition consumer (its unacked messages are
+// delivered again at once), or returns ErrConsumerNotFound when there is
+// none: on a cluster, a reset of a consumer that is gone (a partition of
+// an earlier count, retired) is answered by no server and would wait out
+// ctx, while its info is answered "not found" at once.
+func (c *Committer) resetIfExists(ctx context.Context, name string) error {
+	if _, err := c.txn.Consumer(ctx, name); err != nil {
+		return err
+	}
+	_, err := c.txn.ResetConsumer(ctx, name)
+	return err
 }
 
 // step runs the crash-injection hook.

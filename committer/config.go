@@ -193,6 +193,9 @@ type Config struct {
 	// hook, when set (tests only), is called at each protocol step; a
 	// non-nil error aborts the worker on the spot, as a crash would.
 	hook func(step Step, ds string) error
+	// takeOverHook, when set (tests only), is called before each look
+	// the fast takeover takes at silent committers' consumers.
+	takeOverHook func()
 }
 
 // Step names a point in the commit protocol, for crash injection.
