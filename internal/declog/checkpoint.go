@@ -70,16 +70,13 @@ func (l *Log) CheckpointVersions(ctx context.Context) (map[string][]uint64, erro
 	if err != nil || obj == nil {
 		return out, err
 	}
-	infos, err := obj.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return out, nil
-	}
+	names, err := l.listObjects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("declog: list checkpoints: %w", err)
 	}
-	for _, o := range infos {
-		ds, v, err := subject.ParseCheckpointKey(o.Name)
-		if err != nil || o.Deleted {
+	for _, name := range names {
+		ds, v, err := subject.ParseCheckpointKey(name)
+		if err != nil {
 			continue
 		}
 		out[ds] = append(out[ds], v)
@@ -122,7 +119,7 @@ func (l *Log) ReadCheckpoint(ctx context.Context, ds string, v uint64) (Checkpoi
 	if obj == nil {
 		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w", ds, v, jetstream.ErrBucketNotFound)
 	}
-	b, err := obj.GetBytes(ctx, subject.CheckpointKey(ds, v))
+	b, err := l.readObject(ctx, obj, subject.CheckpointKey(ds, v))
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("declog: read checkpoint %s@%d: %w", ds, v, err)
 	}

@@ -58,6 +58,8 @@ type Log struct {
 
 	mu  sync.Mutex
 	obj jetstream.ObjectStore // nil until the bucket is found
+	// objStr is the bucket's stream, for reading objects (objects.go).
+	objStr jetstream.Stream
 }
 
 // New returns the Log over the stream dec; obj may be nil (the checkpoint

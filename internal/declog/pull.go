@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/retry"
 )
 
 // Why a consumer that acknowledges is read with Fetch, not Messages.
@@ -51,10 +53,74 @@ import (
 const fetchWait = 30 * time.Second
 
 func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, headersOnly, bounded bool) iter.Seq2[Delivery, error] {
-	if acks(cons) {
+	switch {
+	case acks(cons):
 		return l.pullFetch(ctx, cons, max, headersOnly)
+	case bounded:
+		return l.pullBounded(ctx, cons, max, headersOnly)
 	}
 	return l.pullMessages(ctx, cons, max, headersOnly, bounded)
+}
+
+// A bounded read of an ordered consumer (a scan up to the last record
+// present when it began: a committer loading a dataset, catching up after
+// a fence) does not use Messages either. Its stall (above) was seen on a
+// 3-node cluster: a committer taking a dataset over spent 10 s reading
+// the few records after the checkpoint, and the dataset waited that long.
+// It asks with FetchNoWait, each call answered at once with what is
+// there: no request is left to miss, and an empty answer before the end
+// is retried a few times, then reported.
+
+// boundedEmpty bounds the empty answers in a row a bounded read takes
+// before it reports an error (its caller retries the scan from where it
+// got to); boundedPause separates them.
+const (
+	boundedEmpty = 20
+	boundedPause = 50 * time.Millisecond
+)
+
+// pullBounded reads an ordered consumer to the end of what it had pending
+// when it was created (the caller stops at its bound), with FetchNoWait.
+func (l *Log) pullBounded(ctx context.Context, cons jetstream.Consumer, max int, headersOnly bool) iter.Seq2[Delivery, error] {
+	return func(yield func(Delivery, error) bool) {
+		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+			return // nothing on the filter from the start sequence on
+		}
+		for empty := 0; ; {
+			if ctx.Err() != nil {
+				yield(Delivery{}, fmt.Errorf("declog: pull: %w", ctx.Err()))
+				return
+			}
+			b, err := cons.FetchNoWait(max)
+			if err != nil {
+				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+				return
+			}
+			n := 0
+			for m := range b.Messages() {
+				n++
+				if !yieldMsg(l, m, headersOnly, yield) {
+					return
+				}
+			}
+			if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+				return
+			}
+			if n > 0 {
+				empty = 0
+				continue
+			}
+			if empty++; empty == boundedEmpty {
+				yield(Delivery{}, fmt.Errorf("declog: pull: no record came in %d asks", boundedEmpty))
+				return
+			}
+			if err := retry.Sleep(ctx, boundedPause); err != nil {
+				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+				return
+			}
+		}
+	}
 }
 
 // acks reports whether cons expects acknowledgements (a durable consumer
