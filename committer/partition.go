@@ -100,6 +100,15 @@ func (p *partition) serve(ctx context.Context) error {
 		return err
 	}
 	defer p.stopConsume()
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		p.watchStrayPin(wctx)
+	}()
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
 	p.epoch, p.lastCseq = c.epochs.Add(1), 0
@@ -193,6 +202,77 @@ func (p *partition) takeover(ctx context.Context) {
 			p.c.log.Warn("takeover: reset consumer", "partition", p.name, "err", err)
 		}
 	}
+}
+
+// A stray pin.
+//
+// A committer that gives a partition up stops pulling and unpins the
+// consumer, so that the new owner's waiting pull gets the pin. But a pull
+// request it sent before it stopped may still wait at the server (until
+// its expiry), and the server may pin that one: the messages then go to a
+// subscription that is gone, and the partition waits out PinnedTTL (12 s
+// by default) before the server unpins it. TestJoinLoadsCheckpointsPromptly
+// saw it when a committer joined a 3-node cluster. So for PinnedTTL after
+// it starts, until its first delivery, a partition looks every
+// strayPinEvery at its consumer: a pin that no live committer announces,
+// seen on two looks in a row while messages wait, is stray. It is unpinned
+// (and the consumer reset, for what went to it), so the waiting pull of
+// this committer gets the pin.
+
+// strayPinEvery is how often a starting partition looks for a stray pin.
+const strayPinEvery = time.Second
+
+// watchStrayPin looks for a stray pin (above) until PinnedTTL after the
+// partition started, or ctx's end.
+func (p *partition) watchStrayPin(ctx context.Context) {
+	b := p.c.beacons
+	if b == nil {
+		return // alone, or the takeover is off: no one else to hold a pin
+	}
+	until := time.Now().Add(p.c.cfg.PinnedTTL)
+	tick := time.NewTicker(strayPinEvery)
+	defer tick.Stop()
+	seen := ""
+	for time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		seen = p.freeStrayPin(ctx, b, seen)
+	}
+}
+
+// freeStrayPin takes one look at the consumer's pin; seen is the stray
+// pin the last look found ("" for none). It returns the pin this look
+// found stray but did not free yet.
+func (p *partition) freeStrayPin(ctx context.Context, b *beacons, seen string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := p.cons.Info(ctx)
+	if err != nil {
+		return ""
+	}
+	pin := pinnedID(info)
+	mine, _ := p.pin.Load().(string)
+	waiting := info.NumPending > 0 || info.NumAckPending > 0
+	if pin == "" || pin == mine || !waiting || b.livePin(p.name, pin, time.Now()) {
+		return ""
+	}
+	if pin != seen {
+		return pin // look again: its holder may be about to announce it
+	}
+	if err := p.c.txn.UnpinConsumer(ctx, p.name, subject.PriorityGroup); err != nil {
+		p.c.log.Warn("stray pin: unpin", "partition", p.name, "err", err)
+		return ""
+	}
+	if info.NumAckPending > 0 {
+		if _, err := p.c.txn.ResetConsumer(ctx, p.name); err != nil {
+			p.c.log.Warn("stray pin: reset", "partition", p.name, "err", err)
+		}
+	}
+	p.c.log.Info("a pin no live committer holds; unpinned", "partition", p.name, "pin", pin)
+	return ""
 }
 
 func (p *partition) consume() error {
@@ -358,7 +438,28 @@ func (p *partition) stop(unpin bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	// Only this committer's pin: the committer the partition now belongs
+	// to may have it already (its start took it over), and unpinning it
+	// would let a pull this one left at the server take it (a stray pin).
+	if info, err := p.cons.Info(ctx); err == nil {
+		pin := pinnedID(info)
+		mine, _ := p.pin.Load().(string)
+		if pin == "" || pin != mine && p.c.beacons != nil && p.c.beacons.livePin(p.name, pin, time.Now()) {
+			return
+		}
+	}
 	if err := p.c.txn.UnpinConsumer(ctx, p.name, subject.PriorityGroup); err != nil {
 		p.c.log.Debug("release partition: unpin", "partition", p.name, "err", err)
 	}
+}
+
+// pinnedID returns the id of the client pinned on the committers'
+// priority group ("" for none).
+func pinnedID(info *jetstream.ConsumerInfo) string {
+	for _, g := range info.PriorityGroups {
+		if g.Group == subject.PriorityGroup {
+			return g.PinnedClientID
+		}
+	}
+	return ""
 }

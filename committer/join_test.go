@@ -1,0 +1,79 @@
+package committer
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cellguard/internal/natstest"
+)
+
+// TestJoinLoadsCheckpointsPromptly: on a 3-node cluster, two committers
+// decide 16 datasets under a steady load and a third joins. Partitions
+// move to it; every dataset must go on deciding within a short time.
+//
+// Two stalls were found this way (each left a dataset still for seconds
+// while the others went on):
+//   - the joiner loads a moved dataset from its newest checkpoint, and
+//     reads of the checkpoint bucket and of the log's tail through
+//     nats.go's ordered consumers sometimes waited two missed heartbeats
+//     (10 s) on a cluster (declog's objects.go and pullBounded);
+//   - a committer giving a partition up unpinned it even when the joiner
+//     held the pin already, and a pull request it had left at the server
+//     could then take the pin: the partition waited out PinnedTTL
+//     (partition.stop, watchStrayPin).
+func TestJoinLoadsCheckpointsPromptly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	cl := natstest.StartCluster(t, 3)
+	url := cl.URLs()
+	_, js := natstest.Connect(t, url)
+	cfg := testConfig()
+	cfg.Replicas = 3
+	cfg.AckWait = 15 * time.Second // a stall must not hide behind a short AckWait
+	cfg.PinnedTTL = 6 * time.Second
+	a := start(t, url, cfg)
+	const nds = 16
+	name := func(i int) string { return fmt.Sprintf("join%02d", i) }
+	for i := range nds {
+		id := newUUID()
+		stage(t, js, name(i), id, mustMarshal(t, createTxn(id)))
+	}
+	b := start(t, url, cfg)
+	waitShared(t, a.c, b.c)
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	staged := make([]int, nds)
+	for i := range nds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				id := newUUID()
+				stage(t, js, name(i), id, mustMarshal(t, appendTxn(id, 1)))
+				staged[i]++
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	join := time.Now()
+	c := start(t, url, cfg)
+	time.Sleep(6 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+	waitShared(t, a.c, b.c, c.c)
+
+	const limit = 3 * time.Second // normal gaps here are tens to hundreds of ms
+	for i := range nds {
+		waitDecided(t, js, name(i), staged[i]+1, time.Minute)
+		first, longest := gapAfter(decisionTimes(t, js, name(i)), join)
+		if first > limit || longest > limit {
+			t.Errorf("%s stalled after the join: first decision after %v, longest gap %v (limit %v)", name(i), first, longest, limit)
+		}
+	}
+}
