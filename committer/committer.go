@@ -18,6 +18,7 @@ import (
 	"cellguard/evaluator"
 	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
+	"cellguard/internal/natsperm"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 )
@@ -207,10 +208,16 @@ func (c *Committer) setup(ctx context.Context) error {
 	err := retry.Do(ctx, math.MaxInt, setupRetry, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, setupAttemptTimeout)
 		defer cancel()
+		// A request the user may not send is refused by the server on
+		// the side (the request itself just goes unanswered): the guard
+		// ends the attempt at once with the refusal, which names the
+		// subject, instead of a timeout that names nothing.
+		actx, refused := natsperm.For(c.nc).Guard(actx, append([]string{c.sc.Prefix() + ".>"}, natsperm.JetStream...)...)
 		err := c.openStreams(actx)
 		if err == nil {
 			err = c.ensurePartitioned(actx)
 		}
+		err = refused(err)
 		if err != nil && ctx.Err() == nil {
 			attempt++
 			c.setPhase(phaseStarting, err)

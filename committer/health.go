@@ -53,7 +53,7 @@ func (c *Committer) healthz() (health, int) {
 	case phase == phaseStopped:
 		return health{Status: "stopped"}, http.StatusServiceUnavailable
 	case phase == phaseStarting:
-		return health{Status: "starting", Detail: lastErrDetail(lastErr)}, http.StatusOK
+		return health{Status: "starting", Detail: strings.TrimPrefix(lastErrDetail(lastErr), "; ")}, http.StatusOK
 	}
 	return health{Status: "ok"}, http.StatusOK
 }

@@ -2,6 +2,7 @@ package committer
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,41 @@ func TestDeployPermissions(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := readLog(t, wjs, ds); len(got) != 1 {
 		t.Errorf("decision log has %d records after the forgery attempt, want 1", len(got))
+	}
+}
+
+// TestWrongRoleNamesTheRefusal: a committer started with a worker's
+// credentials cannot set up its streams. Each attempt ends as soon as
+// the server refuses a request, and its health detail names the refused
+// subject instead of a timeout.
+func TestWrongRoleNamesTheRefusal(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../deploy/nats/accounts.conf")
+	nc, err := nats.Connect(roles.Server.ClientURL(), roles.Auth(t, "worker"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := New(nc, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h, _ := c.healthz()
+		if strings.Contains(h.Detail, "refused by the server") {
+			t.Logf("health: %+v", h)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health never named the refusal: %+v", h)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
