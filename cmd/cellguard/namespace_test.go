@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -181,5 +182,32 @@ func TestNamespaceDropRoles(t *testing.T) {
 	}
 	if _, ok, err := l.Tombstone(t.Context(), "orders"); err != nil || !ok {
 		t.Errorf("no tombstone after the admin's drop: %v %v", ok, err)
+	}
+}
+
+// TestServeRefusesBadFlagsBeforeStarting: a bad committer flag is a
+// usage error, reported before the embedded server starts: no data
+// directory (with its credentials) is left behind, and a bad flag is
+// named even when the NATS URL given is unreachable.
+func TestServeRefusesBadFlagsBeforeStarting(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", data, "--nats-port", "-1", "--http", "", "--deletion-policy", "bogus"}, "bogus"},
+		{[]string{"--data-dir", data, "--nats-port", "-1", "--http", "", "--memory-limit", "lots"}, "--memory-limit"},
+		{[]string{"--nats-url", "nats://127.0.0.1:1", "--http", "", "--batch", "-1"}, "BatchSize"},
+	} {
+		var b bytes.Buffer
+		err := runCLI(t, &b, append([]string{"serve"}, c.args...)...)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("serve %v: %v, want a usage error naming %q", c.args, err, c.want)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("serve %v left %s behind (%v)", c.args, data, err)
+		}
 	}
 }

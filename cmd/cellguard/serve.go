@@ -56,6 +56,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	// Every flag is checked before anything starts: a bad one must not
+	// leave an embedded server's data directory, or credentials, behind.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	cfg := committer.Config{
+		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
+		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
+		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, Partitions: *partitions,
+		TakeoverAfter: *takeoverAfter, LanceRoot: *lanceRoot,
+	}
+	if *datasets != "" {
+		cfg.Datasets = strings.Split(*datasets, ",")
+	}
+	mem.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	restoreLimit, err := setMemoryLimit(*mem.memoryLimit)
+	if err != nil {
+		return err
+	}
+	defer restoreLimit()
 	url, nsCreds := cf.url, namespaceCreds{}
 	if url == "" {
 		srv, err := embedded(*dataDir, *port, log)
@@ -78,24 +100,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer nc.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
-	cfg := committer.Config{
-		Prefix: cf.prefix, Logger: log, Registerer: reg, Replicas: *replicas, BatchSize: *batch,
-		CheckpointEvery: *cpEvery, Window: *window, RetainVersions: *retain, DatasetRoot: *datasetRoot,
-		DeletionPolicy: *policy, MetricsDatasets: *metricsDatasets, PinnedTTL: *pinnedTTL, AckWait: *ackWait, TakeoverOnStart: *takeover, Partitions: *partitions,
-		TakeoverAfter: *takeoverAfter,
-	}
-	if *datasets != "" {
-		cfg.Datasets = strings.Split(*datasets, ",")
-	}
-	mem.apply(&cfg)
-	restoreLimit, err := setMemoryLimit(*mem.memoryLimit)
-	if err != nil {
-		return err
-	}
-	defer restoreLimit()
-	cfg.LanceRoot = *lanceRoot
+	cfg.TakeoverOnStart = *takeover
 	c, err := committer.New(nc, cfg)
 	if err != nil {
 		return err
