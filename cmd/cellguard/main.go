@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "dataset":
 		if len(args) < 2 {
-			return usageError{"dataset: want a verb: create, adopt, list, show or log (cellguard dataset -h)"}
+			return usageError{"dataset: want a verb: create, adopt, list, show, log or delete (cellguard dataset -h)"}
 		}
 		return dataset(ctx, args[1], args[2:], stdout, stderr)
 	case "txn":

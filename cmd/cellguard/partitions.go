@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -107,12 +109,33 @@ func partitionsVerb(ctx context.Context, nc *nats.Conn, prefix, verb string, n i
 	return nil
 }
 
-// compactPartitions lists partition consumer names as their indexes
-// ("partition-64-3" → "3"), grouped by partition count.
+// compactPartitions lists partition consumer names without their common
+// prefix ("partition-64-3" → "64-3"), in numeric order of count, then
+// index (16-2 before 16-10).
 func compactPartitions(names []string) string {
-	var parts []string
+	parts := make([]string, 0, len(names))
 	for _, n := range names {
 		parts = append(parts, strings.TrimPrefix(n, "partition-"))
 	}
+	key := func(p string) (n, k int, ok bool) {
+		a, b, found := strings.Cut(p, "-")
+		n, errN := strconv.Atoi(a)
+		k, errK := strconv.Atoi(b)
+		return n, k, found && errN == nil && errK == nil
+	}
+	slices.SortFunc(parts, func(x, y string) int {
+		xn, xk, xok := key(x)
+		yn, yk, yok := key(y)
+		switch {
+		case xok && yok:
+			return cmp.Or(cmp.Compare(xn, yn), cmp.Compare(xk, yk))
+		case xok != yok: // names of another form last
+			if xok {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
 	return strings.Join(parts, " ")
 }

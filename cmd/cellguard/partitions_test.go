@@ -209,3 +209,12 @@ func diffIDs(decided, staged []string) string {
 	}
 	return fmt.Sprintf("missing %v, extra %v, first difference at %d", missing, extra, first)
 }
+
+// TestCompactPartitionsSortsNumerically: the LIST column reads 16-2
+// before 16-10, counts in order, and names of another form last.
+func TestCompactPartitionsSortsNumerically(t *testing.T) {
+	got := compactPartitions([]string{"partition-16-10", "partition-64-1", "odd", "partition-16-2", "partition-16-0"})
+	if want := "16-0 16-2 16-10 64-1 odd"; got != want {
+		t.Fatalf("compactPartitions = %q, want %q", got, want)
+	}
+}
