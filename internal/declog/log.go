@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,6 +61,9 @@ type Log struct {
 	obj jetstream.ObjectStore // nil until the bucket is found
 	// objStr is the bucket's stream, for reading objects (objects.go).
 	objStr jetstream.Stream
+	// liveRestarts counts live scans found stalled and started over
+	// (live.go), for tests.
+	liveRestarts atomic.Int64
 }
 
 // New returns the Log over the stream dec; obj may be nil (the checkpoint
@@ -144,6 +148,9 @@ type ScanOptions struct {
 // record (ScanOptions.To), or with one error: a failed read, a malformed
 // record, or ctx's error when ctx ends (a live scan's normal end).
 func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOptions) iter.Seq2[Record, error] {
+	if opts.Live {
+		return l.scanLive(ctx, filter, max(from, 1), opts.HeadersOnly)
+	}
 	return func(yield func(Record, error) bool) {
 		from = max(from, 1)
 		to := opts.To
