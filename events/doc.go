@@ -20,8 +20,9 @@
 //
 // With Config.Durable the server remembers the last version handled (a
 // durable consumer with one version in flight, so order holds across
-// redeliveries); without it the subscriber is an ordered ephemeral
-// consumer that starts at Config.From on every Run.
+// redeliveries); without it the subscriber reads the log live from
+// Config.From on every Run, through an ordered ephemeral consumer that is
+// replaced if it stalls.
 //
 // # Rejections
 //

@@ -132,28 +132,29 @@ func (r *run) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var cons jetstream.Consumer
 	if s.cfg.Durable == "" {
-		cons, err = s.js.OrderedConsumer(ctx, s.sc.DecStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{filter},
-			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:    start,
-		})
-	} else {
-		cons, err = r.durable(ctx, filter, start)
+		// A live scan of the log: it notices a stalled consumer and goes
+		// on from a new one (declog's live.go).
+		for rec, err := range r.dl.Scan(ctx, filter, start, declog.ScanOptions{Live: true}) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
+			}
+			if err := r.deliver(ctx, declog.Delivery{Record: rec}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+	cons, err := r.durable(ctx, filter, start)
 	if err != nil {
 		return fmt.Errorf("events: follow %s: %w", s.cfg.Dataset, err)
 	}
-	max := 256
-	if s.cfg.Durable != "" {
-		max = 1
-	}
-	return consume(ctx, r.dl, cons, max, "follow "+s.cfg.Dataset, func(d declog.Delivery, err error) error {
+	return consume(ctx, r.dl, cons, 1, "follow "+s.cfg.Dataset, func(d declog.Delivery, err error) error {
 		if err != nil {
-			if s.cfg.Durable != "" {
-				_ = d.Msg.Nak()
-			}
+			_ = d.Msg.Nak()
 			return fmt.Errorf("events: %w", err)
 		}
 		return r.deliver(ctx, d)
