@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/retry"
@@ -91,19 +92,23 @@ func (l *Log) pullBounded(ctx context.Context, cons jetstream.Consumer, max int,
 				yield(Delivery{}, fmt.Errorf("declog: pull: %w", ctx.Err()))
 				return
 			}
-			b, err := cons.FetchNoWait(max)
-			if err != nil {
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-				return
-			}
 			n := 0
-			for m := range b.Messages() {
-				n++
-				if !yieldMsg(l, m, headersOnly, yield) {
-					return
+			b, err := cons.FetchNoWait(max)
+			if err == nil {
+				for m := range b.Messages() {
+					n++
+					if !yieldMsg(l, m, headersOnly, yield) {
+						return
+					}
 				}
+				err = b.Error()
 			}
-			if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			switch {
+			case err == nil, errors.Is(err, jetstream.ErrNoMessages):
+			case errors.Is(err, nats.ErrNoResponders):
+				// The new consumer is not serving requests yet (seen on
+				// a cluster): ask again, as after an empty answer.
+			default:
 				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
 				return
 			}
