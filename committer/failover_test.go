@@ -183,7 +183,12 @@ func TestNoPinFlappingWhenIdle(t *testing.T) {
 	count := func(r *running) float64 {
 		return testutil.ToFloat64(r.c.metrics.decisions.WithLabelValues(ds, "committed", ""))
 	}
+	// A decision is in the log (waitDecided) a moment before its
+	// committer counts it: wait for the counts to add up.
 	na, nb := count(a), count(b)
+	for deadline := time.Now().Add(5 * time.Second); na+nb < float64(len(ids)) && time.Now().Before(deadline); na, nb = count(a), count(b) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !(na == float64(len(ids)) && nb == 0) && !(nb == float64(len(ids)) && na == 0) {
 		t.Errorf("decisions split between committers: A %v, B %v (pin flapped)", na, nb)
 	}
