@@ -70,7 +70,7 @@ func (l *Log) CheckpointVersions(ctx context.Context) (map[string][]uint64, erro
 	if err != nil || obj == nil {
 		return out, err
 	}
-	names, err := l.listObjects(ctx)
+	names, err := l.checkpointNames(ctx, obj)
 	if err != nil {
 		return nil, fmt.Errorf("declog: list checkpoints: %w", err)
 	}
@@ -119,7 +119,12 @@ func (l *Log) ReadCheckpoint(ctx context.Context, ds string, v uint64) (Checkpoi
 	if obj == nil {
 		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w", ds, v, jetstream.ErrBucketNotFound)
 	}
-	b, err := l.readObject(ctx, obj, subject.CheckpointKey(ds, v))
+	var b []byte
+	if l.opts.DirectObjects {
+		b, err = l.readObject(ctx, obj, subject.CheckpointKey(ds, v))
+	} else {
+		b, err = obj.GetBytes(ctx, subject.CheckpointKey(ds, v))
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("declog: read checkpoint %s@%d: %w", ds, v, err)
 	}

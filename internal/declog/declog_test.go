@@ -252,3 +252,70 @@ func TestAppendEncoded(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectObjectReads: with Options.DirectObjects a log lists and reads
+// checkpoints without nats.go's object reads, and finds what they find:
+// a checkpoint of several chunks, one of a second dataset, none of a
+// deleted one.
+func TestDirectObjectReads(t *testing.T) {
+	plain, js, sc := openLog(t)
+	ctx := t.Context()
+	dec, err := js.Stream(ctx, sc.DecStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(ctx, sc.CheckpointBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := declog.New(js, sc, dec, obj, declog.Options{DirectObjects: true})
+	heads := map[string]uint64{}
+	for _, ds := range []string{"big", "small", "gone"} {
+		n := uint64(2)
+		if ds == "big" {
+			n = 3000 // a manifest of ~300 KB: several 128 KiB chunks
+		}
+		seqs, err := plain.Append(ctx, ds, 0, []*cellguardpb.Decision{committed(t, ds, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect := seqs[0]
+		for v := uint64(2); v <= n; v += 200 {
+			var batch []*cellguardpb.Decision
+			for u := v; u < min(v+200, n+1); u++ {
+				batch = append(batch, committed(t, ds, u))
+			}
+			s, err := plain.Append(ctx, ds, expect, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect = s[len(s)-1]
+		}
+		m, seq, err := plain.Load(ctx, ds, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.WriteCheckpoint(ctx, declog.Checkpoint{Dataset: ds, Manifest: m, DecSeq: seq, TxnSeq: n}); err != nil {
+			t.Fatal(err)
+		}
+		heads[ds] = m.Version()
+	}
+	if err := plain.DeleteCheckpoint(ctx, "gone", heads["gone"]); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]*declog.Log{"nats.go": plain, "direct": direct} {
+		vs, err := l.CheckpointVersions(ctx)
+		if err != nil {
+			t.Fatalf("%s: CheckpointVersions: %v", name, err)
+		}
+		if got, want := fmt.Sprint(vs), fmt.Sprintf("map[big:[%d] small:[%d]]", heads["big"], heads["small"]); got != want {
+			t.Errorf("%s: CheckpointVersions = %s, want %s", name, got, want)
+		}
+		for _, ds := range []string{"big", "small"} {
+			cp, ok, err := l.Checkpoint(ctx, ds, math.MaxUint64)
+			if err != nil || !ok || cp.Version != heads[ds] || cp.Manifest.NumFragments() != int(heads[ds]) {
+				t.Errorf("%s: Checkpoint(%s) = version %d, %v, %v; want version %d with as many fragments", name, ds, cp.Version, ok, err, heads[ds])
+			}
+		}
+	}
+}

@@ -47,6 +47,12 @@ type Options struct {
 	// MidBatch, if set, runs in Append between the members of an atomic
 	// batch: a test hook that injects a crash there.
 	MidBatch func(ds string) error
+	// DirectObjects reads checkpoints with message gets and lists them
+	// with a pull consumer (objects.go), which a stalled consumer cannot
+	// hold up; it needs JetStream API permissions beyond the ones a
+	// worker or a reader has on the bucket's stream (a direct get by
+	// sequence, a pull). Without it, nats.go's object store reads them.
+	DirectObjects bool
 }
 
 // Log reads and writes the decision log and the checkpoints of one

@@ -13,7 +13,9 @@ package declog
 // object's chunks are read one by one with message gets (the next message
 // on the object's chunk subject), and a bucket is listed with a pull
 // consumer fetched to its end: each request is answered or fails on its
-// own, within the caller's request timeout.
+// own, within the caller's request timeout. The committer reads them so
+// (Options.DirectObjects); the SDKs and the CLI, whose users may not send
+// those requests, use nats.go's reads.
 
 import (
 	"bytes"
@@ -85,6 +87,29 @@ func (l *Log) readObject(ctx context.Context, obj jetstream.ObjectStore, name st
 		return nil, fmt.Errorf("%w: digest mismatch", jetstream.ErrDigestMismatch)
 	}
 	return buf, nil
+}
+
+// checkpointNames returns the names of the checkpoint bucket obj's
+// objects that are not deleted: listObjects with DirectObjects, else
+// nats.go's list.
+func (l *Log) checkpointNames(ctx context.Context, obj jetstream.ObjectStore) ([]string, error) {
+	if l.opts.DirectObjects {
+		return l.listObjects(ctx)
+	}
+	infos, err := obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(infos))
+	for _, o := range infos {
+		if !o.Deleted {
+			names = append(names, o.Name)
+		}
+	}
+	return names, nil
 }
 
 // listObjects returns the names of the checkpoint bucket's objects that
