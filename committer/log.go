@@ -54,7 +54,7 @@ func (c *Committer) useStreams(txn, dec jetstream.Stream, obj jetstream.ObjectSt
 	c.dl = declog.New(c.js, c.sc, dec, obj, declog.Options{
 		RequestTimeout: logRequestTimeout,
 		MidBatch:       func(ds string) error { return c.step(StepMidBatch, ds) },
-		DirectObjects:  true, // the committer's role may: see declog's objects.go
+		FullAPI:        true, // the committer's role may: see declog's objects.go and pullBounded
 	})
 }
 

@@ -120,7 +120,7 @@ func (l *Log) ReadCheckpoint(ctx context.Context, ds string, v uint64) (Checkpoi
 		return Checkpoint{}, fmt.Errorf("declog: checkpoint %s@%d: %w", ds, v, jetstream.ErrBucketNotFound)
 	}
 	var b []byte
-	if l.opts.DirectObjects {
+	if l.opts.FullAPI {
 		b, err = l.readObject(ctx, obj, subject.CheckpointKey(ds, v))
 	} else {
 		b, err = obj.GetBytes(ctx, subject.CheckpointKey(ds, v))

@@ -253,7 +253,7 @@ func TestAppendEncoded(t *testing.T) {
 	}
 }
 
-// TestDirectObjectReads: with Options.DirectObjects a log lists and reads
+// TestDirectObjectReads: with Options.FullAPI a log lists and reads
 // checkpoints without nats.go's object reads, and finds what they find:
 // a checkpoint of several chunks, one of a second dataset, none of a
 // deleted one.
@@ -268,7 +268,7 @@ func TestDirectObjectReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct := declog.New(js, sc, dec, obj, declog.Options{DirectObjects: true})
+	direct := declog.New(js, sc, dec, obj, declog.Options{FullAPI: true})
 	heads := map[string]uint64{}
 	for _, ds := range []string{"big", "small", "gone"} {
 		n := uint64(2)

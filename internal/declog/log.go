@@ -47,12 +47,15 @@ type Options struct {
 	// MidBatch, if set, runs in Append between the members of an atomic
 	// batch: a test hook that injects a crash there.
 	MidBatch func(ds string) error
-	// DirectObjects reads checkpoints with message gets and lists them
-	// with a pull consumer (objects.go), which a stalled consumer cannot
-	// hold up; it needs JetStream API permissions beyond the ones a
-	// worker or a reader has on the bucket's stream (a direct get by
-	// sequence, a pull). Without it, nats.go's object store reads them.
-	DirectObjects bool
+	// FullAPI says the log's user may send any JetStream API request (the
+	// committer's role). Checkpoints are then read with message gets and
+	// listed with a pull consumer (objects.go), and bounded scans fetched
+	// (pullBounded): no stalled consumer holds them up. Both need
+	// requests a worker or a reader may not send (a direct get by
+	// sequence on the bucket's stream, a pull from it, deleting the
+	// consumer an ordered fetch replaces); without FullAPI, nats.go's
+	// object store and an ordered consumer's Messages read them.
+	FullAPI bool
 }
 
 // Log reads and writes the decision log and the checkpoints of one

@@ -14,7 +14,7 @@ package declog
 // on the object's chunk subject), and a bucket is listed with a pull
 // consumer fetched to its end: each request is answered or fails on its
 // own, within the caller's request timeout. The committer reads them so
-// (Options.DirectObjects); the SDKs and the CLI, whose users may not send
+// (Options.FullAPI); the SDKs and the CLI, whose users may not send
 // those requests, use nats.go's reads.
 
 import (
@@ -90,10 +90,10 @@ func (l *Log) readObject(ctx context.Context, obj jetstream.ObjectStore, name st
 }
 
 // checkpointNames returns the names of the checkpoint bucket obj's
-// objects that are not deleted: listObjects with DirectObjects, else
+// objects that are not deleted: listObjects with FullAPI, else
 // nats.go's list.
 func (l *Log) checkpointNames(ctx context.Context, obj jetstream.ObjectStore) ([]string, error) {
-	if l.opts.DirectObjects {
+	if l.opts.FullAPI {
 		return l.listObjects(ctx)
 	}
 	infos, err := obj.List(ctx)

@@ -57,7 +57,7 @@ func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, header
 	switch {
 	case acks(cons):
 		return l.pullFetch(ctx, cons, max, headersOnly)
-	case bounded:
+	case bounded && l.opts.FullAPI:
 		return l.pullBounded(ctx, cons, max, headersOnly)
 	}
 	return l.pullMessages(ctx, cons, max, headersOnly, bounded)
@@ -70,7 +70,9 @@ func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, header
 // the few records after the checkpoint, and the dataset waited that long.
 // It asks with FetchNoWait, each call answered at once with what is
 // there: no request is left to miss, and an empty answer before the end
-// is retried a few times, then reported.
+// is retried a few times, then reported. Each fetch replaces the ordered
+// consumer's server-side consumer, deleting the last one, which only the
+// committer's role may do (Options.FullAPI); other users keep Messages.
 
 // boundedEmpty bounds the empty answers in a row a bounded read takes
 // before it reports an error (its caller retries the scan from where it
