@@ -79,6 +79,8 @@ type Rejected struct {
 	// Delivery counts deliveries of this rejection to the queue (1 the
 	// first time).
 	Delivery uint64
+	// Time is when the log stored the rejection (the server's clock).
+	Time time.Time
 }
 
 // Txn returns the rejected transaction exactly as it was staged. The
@@ -225,7 +227,7 @@ func (q *Rejections) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // feed itself is returned.
 func (q *Rejections) deliver(ctx context.Context, d declog.Delivery, h RejectionHandler) error {
 	m := d.Msg
-	r := &Rejected{Dataset: d.Dataset, TxnID: d.TxnID, Seq: d.Seq, Err: rejection.FromDecision(d.Decision), Decision: d.Decision, Delivery: d.Delivered}
+	r := &Rejected{Dataset: d.Dataset, TxnID: d.TxnID, Seq: d.Seq, Err: rejection.FromDecision(d.Decision), Decision: d.Decision, Delivery: d.Delivered, Time: d.Time}
 	if q.cfg.Queue == "" {
 		if err := h(ctx, r); err != nil && !errors.Is(err, ErrDrop) && ctx.Err() == nil {
 			return err

@@ -50,6 +50,9 @@ type Committed struct {
 	Manifest *table.Manifest
 	Previous *table.Manifest
 	Summary  Summary
+	// Time is when the log stored the version's record (the server's
+	// clock): for history replayed from Config.From, when it was decided.
+	Time time.Time
 }
 
 // Handler handles one committed version. Returning an error stops Run
@@ -255,6 +258,7 @@ func (r *run) handle(ctx context.Context, rec declog.Record) error {
 	c := &Committed{
 		Dataset: s.cfg.Dataset, Version: rec.Version, TxnID: rec.TxnID, Seq: rec.Seq, Op: op,
 		Txn: txn, Decision: rec.Decision, Manifest: next, Previous: r.last, Summary: Summarize(r.last, next),
+		Time: rec.Time,
 	}
 	if err := r.h(ctx, c); err != nil {
 		return err

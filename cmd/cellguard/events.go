@@ -86,7 +86,7 @@ func (t *tailer) printf(format string, args ...any) {
 }
 
 func (t *tailer) committed(_ context.Context, c *events.Committed) error {
-	t.printf("%s  v%-6d %-16s txn %s read@%d  %s\n", stamp(), c.Version, c.Op, c.TxnID,
+	t.printf("%s  v%-6d %-16s txn %s read@%d  %s\n", stamp(c.Time), c.Version, c.Op, c.TxnID,
 		c.Decision.GetReadVersion(), c.Summary)
 	return nil
 }
@@ -94,7 +94,7 @@ func (t *tailer) committed(_ context.Context, c *events.Committed) error {
 func (t *tailer) rejected(_ context.Context, r *events.Rejected) error {
 	e := r.Err
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  REJECTED %-16s txn %s read@%d head@%d", stamp(), e.Reason, r.TxnID, e.ReadVersion, e.HeadVersion)
+	fmt.Fprintf(&b, "%s  REJECTED %-16s txn %s read@%d head@%d", stamp(r.Time), e.Reason, r.TxnID, e.ReadVersion, e.HeadVersion)
 	if e.ConflictVersion > 0 {
 		fmt.Fprintf(&b, "  conflicts with v%d (txn %s)", e.ConflictVersion, e.ConflictTxnID)
 	}
@@ -114,4 +114,11 @@ func (t *tailer) rejected(_ context.Context, r *events.Rejected) error {
 	return nil
 }
 
-func stamp() string { return time.Now().Format("15:04:05.000") }
+// stamp is when the log stored a record, in local time (now, when the
+// read did not carry it): replayed history shows when it was decided.
+func stamp(at time.Time) string {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return at.Local().Format("15:04:05.000")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -318,4 +319,43 @@ func TestDirectObjectReads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRecordsCarryTheirTime: every read (a scan, the last record, one by
+// sequence) gives a record the time the log stored it, not the time it
+// was read.
+func TestRecordsCarryTheirTime(t *testing.T) {
+	l, _, sc := openLog(t)
+	ctx := t.Context()
+	before := time.Now()
+	seqs, err := l.Append(ctx, "timed", 0, []*cellguardpb.Decision{committed(t, "timed", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := time.Now()
+	time.Sleep(1100 * time.Millisecond)
+	check := func(how string, r declog.Record) {
+		t.Helper()
+		// The server's clock is this machine's: the record's time lies
+		// between the append's start and its answer (1 ms of slack).
+		if r.Time.Before(before.Add(-time.Millisecond)) || r.Time.After(stored.Add(time.Millisecond)) {
+			t.Errorf("%s: record time %v, want between %v and %v", how, r.Time, before, stored)
+		}
+	}
+	for r, err := range l.Scan(ctx, sc.DecOf("timed"), 1, declog.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Scan", r)
+	}
+	last, ok, err := l.Last(ctx, sc.DecOf("timed"))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	check("Last", last)
+	at, err := l.At(ctx, seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("At", at)
 }

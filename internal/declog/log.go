@@ -117,6 +117,7 @@ func (l *Log) Last(ctx context.Context, filter string) (Record, bool, error) {
 		return Record{}, false, fmt.Errorf("declog: last record on %s: %w", filter, err)
 	}
 	r, err := Parse(l.sc, m.Sequence, m.Subject, m.Header, nonNil(m.Data))
+	r.Time = m.Time
 	return r, err == nil, err
 }
 
@@ -129,7 +130,9 @@ func (l *Log) At(ctx context.Context, seq uint64) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("declog: record %d: %w", seq, err)
 	}
-	return Parse(l.sc, m.Sequence, m.Subject, m.Header, nonNil(m.Data))
+	r, err := Parse(l.sc, m.Sequence, m.Subject, m.Header, nonNil(m.Data))
+	r.Time = m.Time
+	return r, err
 }
 
 func nonNil(b []byte) []byte {
@@ -261,6 +264,7 @@ func delivery(sc subject.Scheme, m jetstream.Msg, headersOnly bool) (Delivery, e
 		data = nonNil(m.Data())
 	}
 	r, err := Parse(sc, md.Sequence.Stream, m.Subject(), m.Headers(), data)
+	r.Time = md.Timestamp
 	d := Delivery{Record: r, Msg: m, Delivered: md.NumDelivered, pending: md.NumPending}
 	d.Seq = md.Sequence.Stream
 	return d, err

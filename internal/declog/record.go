@@ -3,6 +3,7 @@ package declog
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +23,9 @@ type Record struct {
 	TxnSeq   uint64 // CG_TXN sequence of the staged message decided
 	Version  uint64 // committed records only
 	Decision *cellguardpb.Decision
+	// Time is when the log stored the record (the server's clock); zero
+	// when the read did not carry it.
+	Time time.Time
 }
 
 // Committed reports whether the record commits a version.
