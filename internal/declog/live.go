@@ -13,12 +13,9 @@ package declog
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // liveQuiet is how long a live scan goes without a record before it looks
@@ -38,8 +35,9 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 				yield(Record{}, err)
 				return
 			}
-			stalled := false
-			for d, err := range l.pullLive(ctx, cons, filter, from, headersOnly, &stalled) {
+			w := &stallWatch{l: l, filter: filter}
+			w.next.Store(from)
+			for d, err := range l.pullMessages(ctx, cons, 1000, headersOnly, false, w) {
 				if err != nil {
 					yield(Record{}, err)
 					return
@@ -49,7 +47,7 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 				}
 				from = d.Seq + 1
 			}
-			if !stalled {
+			if !w.stuck.Load() {
 				return
 			}
 			l.liveRestarts.Add(1)
@@ -57,70 +55,52 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 	}
 }
 
-// pullLive reads an ordered consumer through its Messages iterator, from
-// sequence from on, until the caller stops, ctx ends, or the consumer is
-// found stalled: then it ends with *stalled set and no error.
-func (l *Log) pullLive(ctx context.Context, cons jetstream.Consumer, filter string, from uint64, headersOnly bool, stalled *bool) iter.Seq2[Delivery, error] {
-	return func(yield func(Delivery, error) bool) {
-		it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-		if err != nil {
-			yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-			return
-		}
-		defer it.Stop()
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer stop()
-
-		var next atomic.Uint64 // the first sequence not yet had
-		next.Store(from)
-		var stuck, over atomic.Bool
-		var dog *time.Timer
-		dog = time.AfterFunc(liveQuiet, func() {
-			if over.Load() {
-				return
-			}
-			if l.stalledAt(ctx, filter, &next) {
-				stuck.Store(true)
-				it.Stop()
-				return
-			}
-			if !over.Load() {
-				dog.Reset(liveQuiet)
-			}
-		})
-		defer func() {
-			over.Store(true)
-			dog.Stop()
-		}()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if stuck.Load() && ctx.Err() == nil {
-					*stalled = true
-					return
-				}
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-				return
-			}
-			dog.Reset(liveQuiet)
-			if md, err := m.Metadata(); err == nil {
-				next.Store(md.Sequence.Stream + 1)
-			}
-			if !yieldMsg(l, m, headersOnly, yield) {
-				return
-			}
-		}
-	}
+// stallWatch watches a live read (pullMessages) for a stall: after
+// liveQuiet without a record it asks the log, and when the log holds a
+// record the read has not had, it stops the read with stuck set.
+type stallWatch struct {
+	l      *Log
+	filter string
+	next   atomic.Uint64 // the first sequence the read has not had
+	stuck  atomic.Bool   // the read was stopped as stalled
+	over   atomic.Bool   // the read has ended: the watch stops
+	dog    *time.Timer
 }
 
-// stalledAt reports whether the log holds a record on filter at or past
-// *next that has still not arrived liveRecheck later.
-func (l *Log) stalledAt(ctx context.Context, filter string, next *atomic.Uint64) bool {
-	want := next.Load()
-	last, ok, err := l.lastSeq(ctx, filter)
+// start arms the watch over a read that stop ends.
+func (w *stallWatch) start(ctx context.Context, stop func()) {
+	w.dog = time.AfterFunc(liveQuiet, func() {
+		if w.over.Load() {
+			return
+		}
+		if w.stalled(ctx) {
+			w.stuck.Store(true)
+			stop()
+			return
+		}
+		if !w.over.Load() {
+			w.dog.Reset(liveQuiet)
+		}
+	})
+}
+
+// had notes a record the read had, at stream sequence seq.
+func (w *stallWatch) had(seq uint64) {
+	w.dog.Reset(liveQuiet)
+	w.next.Store(seq + 1)
+}
+
+// end stops the watch.
+func (w *stallWatch) end() {
+	w.over.Store(true)
+	w.dog.Stop()
+}
+
+// stalled reports whether the log holds a record on the filter at or
+// past next that has still not arrived liveRecheck later.
+func (w *stallWatch) stalled(ctx context.Context) bool {
+	want := w.next.Load()
+	last, ok, err := w.l.lastSeq(ctx, w.filter)
 	if err != nil || !ok || last < want {
 		return false
 	}
@@ -131,5 +111,5 @@ func (l *Log) stalledAt(ctx context.Context, filter string, next *atomic.Uint64)
 		return false
 	case <-t.C:
 	}
-	return next.Load() == want
+	return w.next.Load() == want
 }

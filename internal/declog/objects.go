@@ -124,37 +124,28 @@ func (l *Log) listObjects(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	left := cons.CachedInfo().NumPending
+	if cons.CachedInfo().NumPending == 0 {
+		return nil, nil
+	}
 	var names []string
-	for left > 0 {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var mdErr error
+	err = fetchOrdered(ctx, cons, 1024, func(m jetstream.Msg) bool {
+		var info jetstream.ObjectInfo
+		if err := json.Unmarshal(m.Data(), &info); err == nil && !info.Deleted {
+			names = append(names, info.Name)
 		}
-		fctx, fcancel := context.WithTimeout(ctx, fetchWait)
-		b, err := cons.Fetch(int(min(left, 1024)), jetstream.FetchContext(fctx))
+		md, err := m.Metadata()
 		if err != nil {
-			fcancel()
-			return nil, err
+			mdErr = err
+			return false
 		}
-		for m := range b.Messages() {
-			var info jetstream.ObjectInfo
-			if err := json.Unmarshal(m.Data(), &info); err == nil && !info.Deleted {
-				names = append(names, info.Name)
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				fcancel()
-				return nil, err
-			}
-			left = md.NumPending
-		}
-		fcancel()
-		switch err := b.Error(); {
-		case err == nil, errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, context.DeadlineExceeded):
-			// A short batch: fetch what is left.
-		default:
-			return nil, err
-		}
+		return md.NumPending > 0
+	})
+	if err == nil {
+		err = mdErr
+	}
+	if err != nil {
+		return nil, err
 	}
 	return names, nil
 }

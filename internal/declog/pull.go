@@ -60,7 +60,7 @@ func (l *Log) pull(ctx context.Context, cons jetstream.Consumer, max int, header
 	case bounded && l.opts.FullAPI:
 		return l.pullBounded(ctx, cons, max, headersOnly)
 	}
-	return l.pullMessages(ctx, cons, max, headersOnly, bounded)
+	return l.pullMessages(ctx, cons, max, headersOnly, bounded, nil)
 }
 
 // A bounded read of an ordered consumer (a scan up to the last record
@@ -89,43 +89,49 @@ func (l *Log) pullBounded(ctx context.Context, cons jetstream.Consumer, max int,
 		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
 			return // nothing on the filter from the start sequence on
 		}
-		for empty := 0; ; {
-			if ctx.Err() != nil {
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", ctx.Err()))
-				return
-			}
-			n := 0
-			b, err := cons.FetchNoWait(max)
-			if err == nil {
-				for m := range b.Messages() {
-					n++
-					if !yieldMsg(l, m, headersOnly, yield) {
-						return
-					}
+		err := fetchOrdered(ctx, cons, max, func(m jetstream.Msg) bool { return yieldMsg(l, m, headersOnly, yield) })
+		if err != nil {
+			yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
+		}
+	}
+}
+
+// fetchOrdered reads an ordered consumer with FetchNoWait, up to max
+// messages a call, handing each to each until each returns false (then
+// it returns nil). An empty answer, or none from a consumer not serving
+// yet (no responders, seen on a cluster), is asked again after
+// boundedPause, up to boundedEmpty times in a row; then, like a failed
+// fetch or ctx's end, it is an error.
+func fetchOrdered(ctx context.Context, cons jetstream.Consumer, max int, each func(jetstream.Msg) bool) error {
+	for empty := 0; ; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := 0
+		b, err := cons.FetchNoWait(max)
+		if err == nil {
+			for m := range b.Messages() {
+				n++
+				if !each(m) {
+					return nil
 				}
-				err = b.Error()
 			}
-			switch {
-			case err == nil, errors.Is(err, jetstream.ErrNoMessages):
-			case errors.Is(err, nats.ErrNoResponders):
-				// The new consumer is not serving requests yet (seen on
-				// a cluster): ask again, as after an empty answer.
-			default:
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-				return
-			}
-			if n > 0 {
-				empty = 0
-				continue
-			}
-			if empty++; empty == boundedEmpty {
-				yield(Delivery{}, fmt.Errorf("declog: pull: no record came in %d asks", boundedEmpty))
-				return
-			}
-			if err := retry.Sleep(ctx, boundedPause); err != nil {
-				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
-				return
-			}
+			err = b.Error()
+		}
+		switch {
+		case err == nil, errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, nats.ErrNoResponders):
+		default:
+			return err
+		}
+		if n > 0 {
+			empty = 0
+			continue
+		}
+		if empty++; empty == boundedEmpty {
+			return fmt.Errorf("no message came in %d asks", boundedEmpty)
+		}
+		if err := retry.Sleep(ctx, boundedPause); err != nil {
+			return err
 		}
 	}
 }
@@ -137,8 +143,10 @@ func acks(cons jetstream.Consumer) bool {
 	return info != nil && info.Config.AckPolicy != jetstream.AckNonePolicy
 }
 
-// pullMessages reads an ordered consumer through its Messages iterator.
-func (l *Log) pullMessages(ctx context.Context, cons jetstream.Consumer, max int, headersOnly, bounded bool) iter.Seq2[Delivery, error] {
+// pullMessages reads an ordered consumer through its Messages iterator;
+// with w set, a live read watched for a stall (live.go), which ends it
+// with w.stuck set and no error.
+func (l *Log) pullMessages(ctx context.Context, cons jetstream.Consumer, max int, headersOnly, bounded bool, w *stallWatch) iter.Seq2[Delivery, error] {
 	return func(yield func(Delivery, error) bool) {
 		it, err := cons.Messages(jetstream.PullMaxMessages(max))
 		if err != nil {
@@ -151,14 +159,26 @@ func (l *Log) pullMessages(ctx context.Context, cons jetstream.Consumer, max int
 		}
 		stop := context.AfterFunc(ctx, it.Stop)
 		defer stop()
+		if w != nil {
+			w.start(ctx, it.Stop)
+			defer w.end()
+		}
 		for {
 			m, err := it.Next()
 			if err != nil {
+				if w != nil && w.stuck.Load() && ctx.Err() == nil {
+					return
+				}
 				if ctx.Err() != nil {
 					err = ctx.Err()
 				}
 				yield(Delivery{}, fmt.Errorf("declog: pull: %w", err))
 				return
+			}
+			if w != nil {
+				if md, err := m.Metadata(); err == nil {
+					w.had(md.Sequence.Stream)
+				}
 			}
 			if !yieldMsg(l, m, headersOnly, yield) {
 				return
