@@ -362,13 +362,7 @@ func (b *beacons) check(ctx context.Context, consumer string) {
 		return
 	}
 	now := time.Now()
-	var pin string
-	var since time.Time
-	for _, g := range info.PriorityGroups {
-		if g.Group == subject.PriorityGroup {
-			pin, since = g.PinnedClientID, g.PinnedTS
-		}
-	}
+	pin, since := pinOf(info)
 	waiting := info.NumPending > 0 || info.NumAckPending > 0
 	switch {
 	case pin == "" || b.livePin(consumer, pin, now):

@@ -212,12 +212,13 @@ func (p *partition) takeover(ctx context.Context) {
 // its expiry), and the server may pin that one: the messages then go to a
 // subscription that is gone, and the partition waits out PinnedTTL (12 s
 // by default) before the server unpins it. TestJoinLoadsCheckpointsPromptly
-// saw it when a committer joined a 3-node cluster. So for PinnedTTL after
-// it starts, until its first delivery, a partition looks every
-// strayPinEvery at its consumer: a pin that no live committer announces,
-// seen on two looks in a row while messages wait, is stray. It is unpinned
-// (and the consumer reset, for what went to it), so the waiting pull of
-// this committer gets the pin.
+// saw it when a committer joined a 3-node cluster. stop now unpins only a
+// pin that is its own or that no live committer announces, which closes
+// the way it was seen. As a second guard, for PinnedTTL after it starts,
+// a partition looks every strayPinEvery at its consumer: a pin that is not
+// its own and that no live committer announces, seen on two looks in a row
+// while messages wait, is stray. It is unpinned (and the consumer reset,
+// for what went to it), so the waiting pull of this committer gets the pin.
 
 // strayPinEvery is how often a starting partition looks for a stray pin.
 const strayPinEvery = time.Second
@@ -253,7 +254,7 @@ func (p *partition) freeStrayPin(ctx context.Context, b *beacons, seen string) s
 	if err != nil {
 		return ""
 	}
-	pin := pinnedID(info)
+	pin, _ := pinOf(info)
 	mine, _ := p.pin.Load().(string)
 	waiting := info.NumPending > 0 || info.NumAckPending > 0
 	if pin == "" || pin == mine || !waiting || b.livePin(p.name, pin, time.Now()) {
@@ -442,7 +443,7 @@ func (p *partition) stop(unpin bool) {
 	// to may have it already (its start took it over), and unpinning it
 	// would let a pull this one left at the server take it (a stray pin).
 	if info, err := p.cons.Info(ctx); err == nil {
-		pin := pinnedID(info)
+		pin, _ := pinOf(info)
 		mine, _ := p.pin.Load().(string)
 		if pin == "" || pin != mine && p.c.beacons != nil && p.c.beacons.livePin(p.name, pin, time.Now()) {
 			return
@@ -453,13 +454,13 @@ func (p *partition) stop(unpin bool) {
 	}
 }
 
-// pinnedID returns the id of the client pinned on the committers'
-// priority group ("" for none).
-func pinnedID(info *jetstream.ConsumerInfo) string {
+// pinOf returns the id of the client pinned on the committers' priority
+// group ("" for none) and since when.
+func pinOf(info *jetstream.ConsumerInfo) (id string, since time.Time) {
 	for _, g := range info.PriorityGroups {
 		if g.Group == subject.PriorityGroup {
-			return g.PinnedClientID
+			return g.PinnedClientID, g.PinnedTS
 		}
 	}
-	return ""
+	return "", time.Time{}
 }
