@@ -33,7 +33,8 @@
 // it back after RetryDelay, and one whose worker dies without answering is
 // delivered to another worker after AckWait. So a rejected job is
 // recomputed even if the worker that staged it is gone. Without Queue it is
-// an ephemeral feed that only observes (cellguard events tail).
+// an ephemeral feed that only observes (cellguard events tail): a live read
+// of the log, like a subscriber's, whose consumer is replaced if it stalls.
 //
 // # Ordering and lifetimes
 //

@@ -173,15 +173,15 @@ func (q *Rejections) run(ctx context.Context, h RejectionHandler) error {
 	if err != nil {
 		return fmt.Errorf("events: rejections: %w", err)
 	}
-	cons, err := q.consumer(ctx)
+	if q.cfg.Queue == "" {
+		return q.follow(ctx, dl, h)
+	}
+	cons, err := q.queue(ctx)
 	if err != nil {
 		return fmt.Errorf("events: rejections: %w", err)
 	}
-	max := 256
-	if q.cfg.Queue != "" {
-		max = 1 // spread the work over the pool; hold one job at a time
-	}
-	return consume(ctx, dl, cons, max, "rejections", func(d declog.Delivery, err error) error {
+	// One at a time: spread the work over the pool, hold one job.
+	return consume(ctx, dl, cons, 1, "rejections", func(d declog.Delivery, err error) error {
 		if err != nil || d.Committed() {
 			_ = d.Msg.TermWithReason("not a rejected decision")
 			return nil
@@ -190,16 +190,37 @@ func (q *Rejections) run(ctx context.Context, h RejectionHandler) error {
 	})
 }
 
-func (q *Rejections) consumer(ctx context.Context) (jetstream.Consumer, error) {
+// follow runs an ephemeral feed as a live scan of the log, which notices
+// a stalled consumer and goes on from a new one (declog's live.go). It
+// starts after the last record the log held when Run opened it, or at
+// the first with FromStart.
+func (q *Rejections) follow(ctx context.Context, dl *declog.Log, h RejectionHandler) error {
+	start := uint64(1)
+	if info := dl.Stream().CachedInfo(); !q.cfg.FromStart && info != nil {
+		start = info.State.LastSeq + 1
+	}
+	for rec, err := range dl.Scan(ctx, q.filter(), start, declog.ScanOptions{Live: true}) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, declog.ErrMalformedRecord) || rec.Committed() {
+			continue // not a rejected decision: skipped, as a queue drops it
+		}
+		if err != nil {
+			return fmt.Errorf("events: rejections: %w", err)
+		}
+		if err := q.deliver(ctx, declog.Delivery{Record: rec, Delivered: 1}, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queue returns the durable consumer of the queue, creating it.
+func (q *Rejections) queue(ctx context.Context) (jetstream.Consumer, error) {
 	deliver := jetstream.DeliverNewPolicy
 	if q.cfg.FromStart {
 		deliver = jetstream.DeliverAllPolicy
-	}
-	if q.cfg.Queue == "" {
-		return q.js.OrderedConsumer(ctx, q.sc.DecStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{q.filter()},
-			DeliverPolicy:  deliver,
-		})
 	}
 	cons, err := q.js.Consumer(ctx, q.sc.DecStream(), q.cfg.Queue)
 	if err == nil {

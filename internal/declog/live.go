@@ -13,6 +13,7 @@ package declog
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"sync/atomic"
 	"time"
@@ -38,11 +39,11 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 			w := &stallWatch{l: l, filter: filter}
 			w.next.Store(from)
 			for d, err := range l.pullMessages(ctx, cons, 1000, headersOnly, false, w) {
-				if err != nil {
+				if err != nil && (!errors.Is(err, ErrMalformedRecord) || d.Seq == 0) {
 					yield(Record{}, err)
 					return
 				}
-				if !yield(d.Record, nil) {
+				if !yield(d.Record, err) {
 					return
 				}
 				from = d.Seq + 1

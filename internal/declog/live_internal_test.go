@@ -2,6 +2,8 @@ package declog
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +80,44 @@ func TestLiveScanGoesOnPastAStalledConsumer(t *testing.T) {
 	}
 	if l.liveRestarts.Load() == 0 {
 		t.Error("the record came without a restart: the pause did not stall the consumer")
+	}
+}
+
+// TestLiveScanGoesOnPastAMalformedRecord: a live scan yields a malformed
+// record's error and, when the caller goes on ranging, the records after
+// it.
+func TestLiveScanGoesOnPastAMalformedRecord(t *testing.T) {
+	ctx := t.Context()
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	sc, _ := subject.NewScheme("")
+	dec, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sc.DecStream(), Subjects: []string{sc.DecAll()}, AllowAtomicPublish: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(js, sc, dec, nil, Options{})
+	ds := "live"
+	if _, err := js.Publish(ctx, sc.Dec(ds, subject.Rejected), []byte("not a decision")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, ds, 1, []*cellguardpb.Decision{{Dataset: ds, TxnUuid: "b", TxnSeq: 2, Outcome: cellguardpb.Outcome_OUTCOME_REJECTED, Reason: cellguardpb.Reason_PRECONDITION_FAILED}}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got []string
+	for r, err := range l.Scan(sctx, sc.DecOf(ds), 1, ScanOptions{Live: true}) {
+		switch {
+		case errors.Is(err, ErrMalformedRecord):
+			got = append(got, "malformed")
+			continue
+		case err != nil:
+			t.Fatalf("scan after %v: %v", got, err)
+		}
+		got = append(got, r.TxnID)
+		break
+	}
+	if !slices.Equal(got, []string{"malformed", "b"}) {
+		t.Errorf("live scan gave %v, want [malformed b]", got)
 	}
 }

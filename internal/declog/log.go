@@ -158,7 +158,9 @@ type ScanOptions struct {
 // Scan iterates over the records on filter with sequence ≥ from, in log
 // order, through an ordered consumer. The sequence ends after the last
 // record (ScanOptions.To), or with one error: a failed read, a malformed
-// record, or ctx's error when ctx ends (a live scan's normal end).
+// record, or ctx's error when ctx ends (a live scan's normal end). A live
+// scan yields a malformed record's error (wrapping ErrMalformedRecord)
+// and goes on past it if the caller goes on ranging.
 func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOptions) iter.Seq2[Record, error] {
 	if opts.Live {
 		return l.scanLive(ctx, filter, max(from, 1), opts.HeadersOnly)
