@@ -48,7 +48,10 @@ func NewReader(ctx context.Context, nc *nats.Conn, prefix string) (*Reader, erro
 	return &Reader{sc: sc, dl: dl}, nil
 }
 
-// Datasets lists the datasets that have decisions, by name.
+// Datasets lists the datasets of the log, by name: the names with a
+// committed record. A transaction staged to a name never created is
+// rejected (UNKNOWN_DATASET) and leaves rejected records only, so such a
+// name is not listed. One request counts every decision subject's records.
 func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 	info, err := r.dl.Stream().Info(ctx, jetstream.WithSubjectFilter(r.sc.DecAll()))
 	if err != nil {
@@ -76,16 +79,17 @@ func (r *Reader) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 	}
 	out := make([]DatasetInfo, 0, len(byName))
 	for _, d := range byName {
+		if d.Head == 0 {
+			continue // never created: rejections only
+		}
 		// The head is the last committed version: the count of committed
 		// records, unless the dataset was adopted at a later Lance version.
-		if d.Head > 0 {
-			last, ok, err := r.dl.Last(ctx, r.sc.Dec(d.Name, subject.Committed))
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				d.Head = last.Version
-			}
+		last, ok, err := r.dl.Last(ctx, r.sc.Dec(d.Name, subject.Committed))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			d.Head = last.Version
 		}
 		out = append(out, *d)
 	}

@@ -163,7 +163,7 @@ func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string,
 			return err
 		}
 		if m == nil {
-			return fmt.Errorf("dataset %s has no committed version", name)
+			return fmt.Errorf("dataset %s: %w (no committed version)", name, errNoSuchDataset)
 		}
 		fmt.Fprintf(stdout, "dataset %s at version %d\n", name, m.Version())
 		fmt.Fprintf(stdout, "schema:\n")
@@ -199,7 +199,7 @@ func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string,
 			return nil
 		})
 		if err == nil && n == 0 && o.from <= 1 {
-			return fmt.Errorf("dataset %s: %w", name, errNoSuchDataset)
+			return fmt.Errorf("dataset %s: %w (no decisions)", name, errNoSuchDataset)
 		}
 		return err
 	}
@@ -240,8 +240,9 @@ func formatDecision(seq uint64, r *cellguardpb.Decision) string {
 	return b.String()
 }
 
-// errNoSuchDataset reports a dataset with no decisions at all.
-var errNoSuchDataset = errors.New("no such dataset (no decisions)")
+// errNoSuchDataset reports a dataset that was never created: it has no
+// committed record (a transaction staged to it left a rejection at most).
+var errNoSuchDataset = errors.New("no such dataset")
 
 // parseSchema turns "id:int64,x:double?" into top-level Lance fields. Each
 // type must be a Lance logical type cellguard reads and writes, at most

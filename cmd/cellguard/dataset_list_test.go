@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"cellguard/internal/natstest"
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+)
+
+// TestDatasetListShowsOnlyCreatedDatasets: a transaction staged to a name
+// never created is rejected (UNKNOWN_DATASET), which puts a rejected
+// record for that name in the log; `dataset list` (also with --all) still
+// does not show the name, and `dataset show` says there is no such
+// dataset.
+func TestDatasetListShowsOnlyCreatedDatasets(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
+	runCommitter(t, roles)
+	if _, err := cliOut(t, roles, "admin", "dataset", "create", "orders", "--schema", "id:int64"); err != nil {
+		t.Fatal(err)
+	}
+	_, wjs := natstest.Connect(t, roles.Server.ClientURL(), roles.Auth(t, "worker"))
+	stageTxn(t, wjs, "ghost", &lancepb.Transaction{Uuid: newUUID(), ReadVersion: 1, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
+		Fragments: []*lancepb.DataFragment{fragment("data/ghost.lance")},
+	}}})
+	waitRecords(t, roles, "ghost", 1)
+	if got := decisions(t, roles.Connect(t, "reader"), "ghost"); got[0].GetReason() != cellguardpb.Reason_UNKNOWN_DATASET {
+		t.Fatalf("the transaction to ghost was decided %v; want rejected UNKNOWN_DATASET", got[0])
+	}
+	for _, args := range [][]string{{"dataset", "list"}, {"dataset", "list", "--all"}} {
+		out, err := cliOut(t, roles, "reader", args...)
+		if err != nil || !strings.Contains(out, "orders") || strings.Contains(out, "ghost") {
+			t.Errorf("%v = %v; want orders and not ghost:\n%s", args, err, out)
+		}
+	}
+	out, err := cliOut(t, roles, "reader", "dataset", "show", "ghost")
+	if !errors.Is(err, errNoSuchDataset) {
+		t.Errorf("dataset show ghost = %v; want errNoSuchDataset:\n%s", err, out)
+	}
+}
