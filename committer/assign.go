@@ -23,9 +23,9 @@ import (
 // computes the same assignment of partitions to live committers
 // (assignPartitions: rendezvous hashing with a load bound, so every
 // committer gets ⌊P/n⌋ or ⌈P/n⌉ partitions and a committer joining
-// takes about its share from the others) and consumes its own. A committer that leaves its
-// partitions unpins them, so the new owner's waiting pull takes the pin
-// at once; the partitions of a committer that died are unpinned by the
+// takes about its share from the others; join.go says how it joins) and
+// consumes its own. A committer that leaves its partitions unpins them,
+// so the new owner's waiting pull takes the pin at once; the partitions of a committer that died are unpinned by the
 // survivors' fast takeover (beacon.go) after TakeoverAfter. While views
 // differ (for a beacon interval or so), two committers may pull the same
 // partition: the pin gives it to one, and the fenced decision log keeps
@@ -408,12 +408,14 @@ func (c *Committer) assigned() [][2]int {
 	if c.beacons == nil {
 		return all
 	}
-	members := c.beacons.liveMembers(time.Now())
+	now := time.Now()
+	members := c.beacons.liveMembers(now)
+	claims := c.joinClaims(now)
 	var mine [][2]int
 	for i, owner := range assignPartitions(len(all), members, func(i int) string {
 		return c.sc.PartitionConsumer(all[i][0], all[i][1])
 	}) {
-		if owner == c.beacons.id {
+		if owner == c.beacons.id && !slices.Contains(claims, c.sc.PartitionConsumer(all[i][0], all[i][1])) {
 			mine = append(mine, all[i])
 		}
 	}

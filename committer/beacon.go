@@ -39,7 +39,9 @@ import (
 
 // joinListen is how long a starting committer listens for the others
 // before it takes its share of the partitions (a round trip and some
-// scheduling; too short only moves a few partitions twice).
+// scheduling). Answers that come later do not make it take every
+// partition: it leaves the partitions someone consumes alone until it
+// hears them announced (join.go).
 const joinListen = 150 * time.Millisecond
 
 // beaconEvery is how often a committer announces its pins.
@@ -89,14 +91,16 @@ type beacons struct {
 	// released is each committer's last announced Released list; reset
 	// marks (committer, consumer) pairs already reset after its silence.
 	released map[string][]string
-	reset    map[[2]string]bool
+	// parts is each committer's last announced Partitions list.
+	parts map[string][]string
+	reset map[[2]string]bool
 }
 
 func newBeacons(c *Committer) *beacons {
 	host, _ := os.Hostname()
 	return &beacons{c: c, id: nuid.Next(), host: host, since: time.Now(),
 		live: map[string]time.Time{}, pins: map[[2]string]heldPin{}, suspects: map[string]suspect{},
-		released: map[string][]string{}, reset: map[[2]string]bool{}}
+		released: map[string][]string{}, parts: map[string][]string{}, reset: map[[2]string]bool{}}
 }
 
 // liveMembers returns the ids of the committers heard within
@@ -209,6 +213,7 @@ func (b *beacons) receive(m *nats.Msg) {
 	}
 	b.live[bc.ID] = now
 	b.released[bc.ID] = bc.Released
+	b.parts[bc.ID] = bc.Partitions
 	for cons, pin := range bc.Pins {
 		b.pins[[2]string{cons, pin}] = heldPin{owner: bc.ID, seen: now}
 	}
@@ -253,6 +258,7 @@ func (b *beacons) orphans(now time.Time) []string {
 			live = append(live, id)
 		case now.Sub(t) > time.Minute:
 			delete(b.live, id)
+			delete(b.parts, id)
 		}
 	}
 	for k, h := range b.pins {
@@ -324,6 +330,19 @@ func (b *beacons) resetReleased(ctx context.Context, consumer string) {
 	default:
 		b.c.log.Info("fast takeover: a committer went silent after releasing a partition; unacked messages redelivered", "consumer", consumer)
 	}
+}
+
+// announced reports whether another live committer announces that it
+// consumes the partition consumer name.
+func (b *beacons) announced(name string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, parts := range b.parts {
+		if id != b.id && now.Sub(b.live[id]) <= b.c.cfg.TakeoverAfter && slices.Contains(parts, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // livePin reports whether a live committer announces pin on consumer.

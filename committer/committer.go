@@ -67,6 +67,7 @@ type Committer struct {
 	gens     []int
 	parts    map[string]*partition
 	released map[string]time.Time // partitions given up, when (for the beacons)
+	joining  *joining             // set while this committer joins (join.go)
 	legacy   atomic.Bool          // CG_TXN holds messages staged before it was partitioned
 	draining atomic.Bool          // a goroutine drains them
 	epochs   atomic.Uint64
@@ -146,12 +147,10 @@ func (c *Committer) Run(ctx context.Context) error {
 		}()
 		// Hear the other committers before taking a share of the
 		// partitions, so that a joining committer does not take them all
-		// for a moment: it announces itself at once, and each running
-		// committer answers a new id at once.
-		// A committer told to take every partition over at start (a
-		// single replica) has no one to hear.
+		// for a moment (join.go). A committer told to take every
+		// partition over at start (a single replica) has no one to hear.
 		if !c.cfg.TakeoverOnStart {
-			_ = retry.Sleep(runCtx, joinListen)
+			c.join(runCtx)
 		}
 	}
 	c.preload(runCtx)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
 )
 
 // TestJoinLoadsCheckpointsPromptly: on a 3-node cluster, two committers
@@ -82,4 +83,94 @@ func TestJoinLoadsCheckpointsPromptly(t *testing.T) {
 			t.Errorf("%s stalled after the join: first decision after %v, longest gap %v (limit %v)", name(i), first, longest, limit)
 		}
 	}
+}
+
+// TestJoinTakesOnlyItsShare: on a 3-node cluster, a committer joins two
+// others whose announcements do not reach it at first (held back here, as
+// a slow cluster delayed them in an outside check). Every partition is
+// pinned by one of the two, so until the joiner hears them it takes only
+// what they gave up for it, then its share: it never holds more than its
+// share and one. (Alone in its view, it used to take every partition,
+// and they moved back when it heard the others.)
+func TestJoinTakesOnlyItsShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	cl := natstest.StartCluster(t, 3)
+	url := cl.URLs()
+	_, js := natstest.Connect(t, url)
+	cfg := testConfig()
+	cfg.Replicas = 3
+	cfg.TakeoverOnStart = false
+	// Long enough that no committer takes another for dead while the
+	// announcements are held back, however loaded the machine.
+	cfg.TakeoverAfter = 20 * time.Second
+	a := start(t, url, cfg)
+	b := start(t, url, cfg)
+	waitShared(t, a.c, b.c)
+	n := a.c.partitionCount()
+	datasets := onEveryPartition(n)
+	for _, ds := range datasets {
+		id := newUUID()
+		stage(t, js, ds, id, mustMarshal(t, createTxn(id)))
+	}
+	for _, ds := range datasets {
+		waitDecided(t, js, ds, 1, time.Minute)
+	}
+
+	a.c.beacons.silent.Store(true)
+	b.c.beacons.silent.Store(true)
+	c := start(t, url, cfg)
+	var most atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			most.Store(max(most.Load(), int64(len(c.c.ownedPartitions()))))
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	time.Sleep(10 * cfg.DiscoverEvery) // the joiner reassigns, hearing no one
+	a.c.beacons.silent.Store(false)
+	b.c.beacons.silent.Store(false)
+	// The joiner hears them and its join ends (long before TakeoverAfter
+	// would end it).
+	deadline := time.Now().Add(cfg.TakeoverAfter / 2)
+	for joining := true; joining; {
+		c.c.partMu.Lock()
+		joining = c.c.joining != nil
+		c.c.partMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the joiner heard the others and still waits to join")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitShared(t, a.c, b.c, c.c)
+	close(done)
+	wg.Wait()
+	if share := int64((n + 2) / 3); most.Load() > share+1 {
+		t.Errorf("the joiner held %d of %d partitions at once; want at most its share %d and one", most.Load(), n, share)
+	}
+}
+
+// onEveryPartition returns a dataset name on each of n partitions.
+func onEveryPartition(n int) []string {
+	byPart := map[int]string{}
+	for i := 0; len(byPart) < n; i++ {
+		ds := fmt.Sprintf("part%03d", i)
+		if _, ok := byPart[subject.Partition(ds, n)]; !ok {
+			byPart[subject.Partition(ds, n)] = ds
+		}
+	}
+	out := make([]string, 0, n)
+	for _, ds := range byPart {
+		out = append(out, ds)
+	}
+	return out
 }
