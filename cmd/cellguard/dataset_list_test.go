@@ -13,8 +13,8 @@ import (
 // TestDatasetListShowsOnlyCreatedDatasets: a transaction staged to a name
 // never created is rejected (UNKNOWN_DATASET), which puts a rejected
 // record for that name in the log; `dataset list` (also with --all) still
-// does not show the name, and `dataset show` says there is no such
-// dataset.
+// does not show the name, `dataset show` and `dataset delete` say there
+// is no such dataset, and the name can still be created.
 func TestDatasetListShowsOnlyCreatedDatasets(t *testing.T) {
 	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
 	runCommitter(t, roles)
@@ -38,5 +38,13 @@ func TestDatasetListShowsOnlyCreatedDatasets(t *testing.T) {
 	out, err := cliOut(t, roles, "reader", "dataset", "show", "ghost")
 	if !errors.Is(err, errNoSuchDataset) {
 		t.Errorf("dataset show ghost = %v; want errNoSuchDataset:\n%s", err, out)
+	}
+	// Nor can it be deleted: a tombstone would keep the name from ever
+	// being created.
+	if out, err := cliOut(t, roles, "admin", "dataset", "delete", "ghost", "--force"); !errors.Is(err, errNoSuchDataset) {
+		t.Errorf("dataset delete ghost = %v; want errNoSuchDataset:\n%s", err, out)
+	}
+	if out, err := cliOut(t, roles, "admin", "dataset", "create", "ghost", "--schema", "id:int64"); err != nil {
+		t.Errorf("dataset create ghost = %v:\n%s", err, out)
 	}
 }

@@ -60,8 +60,10 @@ var (
 	// ErrBusy is matched by a *BusyError: the dataset is being staged to
 	// and Options.Force is not set.
 	ErrBusy = errors.New("dataset is being staged to")
-	// ErrNoDataset reports a name with no record in the decision log.
-	ErrNoDataset = errors.New("no such dataset (no decisions)")
+	// ErrNoDataset reports a name that was never created: the decision
+	// log holds no committed record of it (a transaction staged to it
+	// left a rejection at most).
+	ErrNoDataset = errors.New("no such dataset")
 )
 
 // DefaultQuiet is how long a dataset's log must have been still for
@@ -188,6 +190,17 @@ func (d *dropper) tombstone(ctx context.Context, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("drop %s: read the log: %w", d.ds, err)
 	}
+	// Read after last: a version committed in between moves the log past
+	// last, and the fenced append fails.
+	head, err := d.head(ctx)
+	if err != nil {
+		return err
+	}
+	if head == 0 {
+		// Rejections only: a tombstone would keep the name from ever
+		// being created.
+		return fmt.Errorf("drop %s: %w", d.ds, ErrNoDataset)
+	}
 	staged, err := d.staged(ctx)
 	if err != nil {
 		return err
@@ -195,10 +208,6 @@ func (d *dropper) tombstone(ctx context.Context, res *Result) error {
 	age := d.opts.Now().Sub(last.Time)
 	if !d.opts.Force && (staged > 0 || (d.opts.Quiet > 0 && age < d.opts.Quiet)) {
 		return &BusyError{Dataset: d.ds, Staged: staged, LastDecision: age, Quiet: d.opts.Quiet}
-	}
-	head, err := d.head(ctx)
-	if err != nil {
-		return err
 	}
 	d.tried = true
 	seq, err := d.l.AppendTombstone(ctx, d.ds, last.Sequence, head, d.opts.Note)

@@ -65,8 +65,9 @@ func stageBoth(t *testing.T, js jetstream.JetStream, ds string) {
 }
 
 // TestDatasetChecks walks drop.Dataset through what it checks: no such
-// dataset, a recent decision (by an injected clock), staged messages on
-// either form of the staging subject, force, and a second deletion.
+// dataset (no record, or rejections only), a recent decision (by an
+// injected clock), staged messages on either form of the staging
+// subject, force, and a second deletion.
 func TestDatasetChecks(t *testing.T) {
 	js, l := openLog(t)
 	ctx := t.Context()
@@ -79,6 +80,15 @@ func TestDatasetChecks(t *testing.T) {
 	rec := &cellguardpb.Decision{Dataset: "ds", TxnUuid: "u-1", TxnSeq: 1, Outcome: cellguardpb.Outcome_OUTCOME_REJECTED, Reason: cellguardpb.Reason_UNKNOWN_DATASET}
 	seqs, err := l.Append(ctx, "ds", 0, []*cellguardpb.Decision{rec})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A name with rejections only was never created: deleting it would
+	// keep it from ever being created.
+	if _, err := drop.Dataset(ctx, js, l, "ds", drop.Options{Force: true}); !errors.Is(err, drop.ErrNoDataset) {
+		t.Fatalf("Dataset of a name with rejections only = %v; want ErrNoDataset", err)
+	}
+	created := &cellguardpb.Decision{Dataset: "ds", TxnUuid: "u-2", TxnSeq: 2, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: 1}
+	if seqs, err = l.Append(ctx, "ds", seqs[0], []*cellguardpb.Decision{created}); err != nil {
 		t.Fatal(err)
 	}
 	last, err := l.Stream().GetMsg(ctx, seqs[0])
@@ -98,7 +108,7 @@ func TestDatasetChecks(t *testing.T) {
 		t.Fatalf("Dataset with 2 staged messages = %v; want busy with 2 staged", err)
 	}
 	res, err := drop.Dataset(ctx, js, l, "ds", drop.Options{Force: true, Note: "test"})
-	if err != nil || res.Already || res.Staged != 2 || res.Seq != seqs[0]+1 || res.Head != 0 {
+	if err != nil || res.Already || res.Staged != 2 || res.Seq != seqs[0]+1 || res.Head != 1 {
 		t.Fatalf("Dataset(force) = %+v, %v; want the tombstone after record %d, 2 staged", res, err, seqs[0])
 	}
 	again, err := drop.Dataset(ctx, js, l, "ds", drop.Options{})
