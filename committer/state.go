@@ -19,7 +19,7 @@ import (
 // staged is one message from CG_TXN as the decision core sees it.
 type staged struct {
 	seq   uint64 // CG_TXN stream sequence
-	data  []byte // the body: Lance Transaction bytes, or anything a producer sent
+	data  []byte // the body: Lance Transaction bytes, or anything a producer sent; never changed once received (decoded strings and rejected records share it)
 	msgID string // Nats-Msg-Id header, if any
 
 	// hdr holds every header, for the stager's own (refusal.go).

@@ -15,14 +15,16 @@ package table
 // in a single block, decoded in one pass; a larger one as the transaction
 // with its Append, the fragments in one slice, the data files in one, the
 // preconditions in one and their fragment rows in one, all field lists in
-// one. Every string is a substring of one copy of the body, and every
-// bytes field a piece of another (made only if there is one). Each slice
+// one. Every string is a substring of one copy of the body (of the body
+// itself, for a Decoder: see Decoder.Decode), and every bytes field a
+// piece of another copy (made only if there is one). Each slice
 // handed out has its length as capacity, so appending to one never writes
 // into its neighbour.
 
 import (
 	"slices"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -139,7 +141,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 			return nil, false, false
 		}
 	} // else the block's pass declines it, and overflows beyond one precondition
-	body := string(b)
+	body := bodyString(b, into != nil)
 	if !hasPre { // no room for preconditions in one pass
 		d := appendDecoder{base: b, body: body}
 		if into != nil {
@@ -184,6 +186,17 @@ func (dec *Decoder) decoded(d *appendDecoder, b []byte, reused bool) {
 		dec.raw = d.firstFrag
 	}
 	dec.body, dec.rvStart, dec.rvEnd = b, d.rvStart, d.rvEnd
+}
+
+// bodyString returns b as a string: a copy, or, for a Decoder (shared),
+// b itself, which the Decoder's caller promises never to change (Decode).
+// The copy was most of what a decode into the Decoder's block allocated,
+// and bytes that are written once and never again need no second copy.
+func bodyString(b []byte, shared bool) string {
+	if shared && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 // scanTop reports whether transaction b has an Append field and a

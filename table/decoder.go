@@ -31,7 +31,11 @@ type Decoder struct {
 }
 
 // Decode decodes b as DecodeTransaction does; reused reports that txn is
-// in d's block, valid until d's next Decode.
+// in d's block, valid until d's next Decode. Unlike DecodeTransaction's,
+// the strings of an Append Decode decodes itself are b's own bytes, not a
+// copy: the caller must never change b afterwards (the committer's staged
+// bodies are messages it received and only reads). Whatever keeps such a
+// string keeps b.
 func (d *Decoder) Decode(b []byte) (txn *lancepb.Transaction, op Op, reused bool, err error) {
 	d.body = nil
 	if txn, reused, ok := decodeAppend(b, d); ok {
