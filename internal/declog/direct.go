@@ -32,10 +32,17 @@ import (
 // record), so on a single server, or a replica that is up to date, no
 // consumer is made. So does a user whose server does not answer direct
 // gets on the stream (no AllowDirect, or not allowed the request): after
-// the first refusal the log reads with consumers only.
+// the first refusal the log reads with consumers only. And a long read
+// of headers only (directBulk) goes on with a consumer, which sends no
+// bodies.
 
 // directBatch is how many records one direct get asks for.
 const directBatch = 256
+
+// directBulk: a headers-only read with more records than this left goes
+// on with a consumer, which sends headers only; a direct get sends
+// bodies too (a committer's first start reads every record's headers).
+const directBulk = 4 * directBatch
 
 // errDirectUnavailable: the stream answers no direct gets to this user.
 var errDirectUnavailable = errors.New("direct gets unavailable")
@@ -63,6 +70,9 @@ func (l *Log) directRange(ctx context.Context, filter string, from, to uint64, h
 		}
 		if n == next && pending == 0 {
 			return n, false, false // nothing on this replica from next on
+		}
+		if headersOnly && pending > directBulk {
+			return n, false, false // a long read of headers: a consumer sends nothing else
 		}
 		next = n
 	}
