@@ -44,6 +44,11 @@ const directBatch = 256
 // bodies too (a committer's first start reads every record's headers).
 const directBulk = 4 * directBatch
 
+// directWait bounds one batch when Options.RequestTimeout does not: an
+// answer lost with a server that went down ends the batch, and the read
+// goes on with a consumer.
+const directWait = 10 * time.Second
+
 // errDirectUnavailable: the stream answers no direct gets to this user.
 var errDirectUnavailable = errors.New("direct gets unavailable")
 
@@ -89,7 +94,11 @@ var errStopped = errors.New("stopped")
 func (l *Log) directBatch(ctx context.Context, filter string, next, to uint64, headersOnly bool, yield func(Record, error) bool) (uint64, uint64, error) {
 	subj := "$JS.API.DIRECT.GET." + l.sc.DecStream()
 	nc := l.js.Conn()
-	rctx, cancel := l.request(ctx)
+	wait := l.opts.RequestTimeout
+	if wait <= 0 {
+		wait = directWait
+	}
+	rctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	gctx, done := natsperm.For(nc).Guard(rctx, subj)
 	defer done(nil)
