@@ -1,6 +1,7 @@
 package namespace_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,7 +16,13 @@ import (
 // call sends a request to the namespace and decodes its JSON answer.
 func call(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	return callCtx(t, t.Context(), method, url, body, hdr)
+}
+
+// callCtx is call bounded by ctx.
+func callCtx(t *testing.T, ctx context.Context, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
