@@ -114,3 +114,27 @@ func (e *env) decisions(t *testing.T, ds string) uint64 {
 	}
 	return n
 }
+
+// TestDeclareCreatesNothing: declaring a table names its location but
+// creates nothing in storage, so a declaration that is dropped (or never
+// committed) leaves no empty directory behind.
+func TestDeclareCreatesNothing(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	dir := filepath.Join(e.root, "d.lance")
+	status, body := call(t, "POST", e.url+"/v1/table/d/declare", `{"id":["d"]}`, nil)
+	if status != 200 || body["location"] != dir {
+		t.Fatalf("declare: %d %v, want 200 at %s", status, body, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("declare created %s (%v)", dir, err)
+	}
+	if status, body := call(t, "POST", e.url+"/v1/table/d/describe", `{"id":["d"]}`, nil); status != 200 || body["is_only_declared"] != true {
+		t.Errorf("describe of the declared table: %d %v", status, body)
+	}
+	if status, body := call(t, "POST", e.url+"/v1/table/d/drop", `{"id":["d"]}`, nil); status != 200 {
+		t.Errorf("drop of the declared table: %d %v", status, body)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after the drop, %s is there (%v)", dir, err)
+	}
+}
