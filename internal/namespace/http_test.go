@@ -138,3 +138,23 @@ func TestDeclareCreatesNothing(t *testing.T) {
 		t.Errorf("after the drop, %s is there (%v)", dir, err)
 	}
 }
+
+// TestNATSOutageIsUnavailable: while NATS is down, a request that needs
+// the decision log is 503 code 17 (retry later), not 500 code 18; when
+// NATS is back, it is answered again.
+func TestNATSOutageIsUnavailable(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if status, body := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil); status != 404 {
+		t.Fatalf("describe before the outage: %d %v, want 404", status, body)
+	}
+	e.nats.Stop()
+	status, body := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil)
+	if status != 503 || body == nil || body["code"].(float64) != 17 {
+		t.Errorf("describe during the outage: %d %v, want 503 code 17", status, body)
+	}
+	e.nats.Restart(t)
+	waitFor(t, "describe after the outage", func() bool {
+		status, _ := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil)
+		return status == 404
+	})
+}
