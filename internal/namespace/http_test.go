@@ -82,6 +82,11 @@ func TestErrors(t *testing.T) {
 		{"drop a created table without tokens", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 403, 15},
 		{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
 		{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
+		{"negative limit in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":-1}`, 400, 13},
+		{"negative limit in the query", "POST", "/v1/table/t/version/list?limit=-1", `null`, 400, 13},
+		{"page_token not ours in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"page_token":"abc"}`, 400, 13},
+		{"page_token not ours in the query", "POST", "/v1/table/t/version/list?page_token=abc", ``, 400, 13},
+		{"limit not a number", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":"x"}`, 400, 13},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
