@@ -15,6 +15,11 @@ import (
 // local directory can hold one).
 var ErrNotRegular = errors.New("publish: not a regular file")
 
+// MaxFileBytes bounds the manifests and transaction files the publisher
+// and adoption read from a location: far above any real manifest, it only
+// keeps a stray huge file from being read into memory whole.
+const MaxFileBytes = 1 << 30
+
 // ErrTooLarge reports an object over the size limit given to ReadRegular.
 var ErrTooLarge = errors.New("publish: object too large")
 
