@@ -38,17 +38,21 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 			}
 			w := &stallWatch{l: l, filter: filter}
 			w.next.Store(from)
+			stop := false
 			for d, err := range l.pullMessages(ctx, cons, 1000, headersOnly, false, w) {
 				if err != nil && (!errors.Is(err, ErrMalformedRecord) || d.Seq == 0) {
 					yield(Record{}, err)
-					return
+					stop = true
+					break
 				}
 				if !yield(d.Record, err) {
-					return
+					stop = true
+					break
 				}
 				from = d.Seq + 1
 			}
-			if !w.stuck.Load() {
+			l.dropConsumer(cons)
+			if stop || !w.stuck.Load() {
 				return
 			}
 			l.liveRestarts.Add(1)

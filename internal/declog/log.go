@@ -73,6 +73,9 @@ type Log struct {
 	// liveRestarts counts live scans found stalled and started over
 	// (live.go), for tests.
 	liveRestarts atomic.Int64
+	// noDirect: the stream answered no direct get to this user, so
+	// bounded scans read with consumers only (direct.go).
+	noDirect atomic.Bool
 }
 
 // New returns the Log over the stream dec; obj may be nil (the checkpoint
@@ -179,14 +182,19 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 			}
 			to = last
 		}
-		if !opts.Live && to < from {
+		if to < from {
 			return
 		}
-		cons, err := l.ordered(ctx, filter, from, opts.HeadersOnly)
+		next, complete, stopped := l.directRange(ctx, filter, from, to, opts.HeadersOnly, yield)
+		if complete || stopped {
+			return
+		}
+		cons, err := l.ordered(ctx, filter, next, opts.HeadersOnly)
 		if err != nil {
 			yield(Record{}, err)
 			return
 		}
+		defer l.dropConsumer(cons)
 		for d, err := range l.pull(ctx, cons, 1000, opts.HeadersOnly, !opts.Live) {
 			if err != nil {
 				yield(Record{}, err)
@@ -219,20 +227,43 @@ func (l *Log) lastSeq(ctx context.Context, filter string) (uint64, bool, error) 
 	return m.Sequence, true, nil
 }
 
+// readIdle is how long the server keeps a read's consumer that nobody
+// pulls from (nats.go's default for an ordered consumer is 5 minutes). A
+// read in progress always has a pull waiting; a reader that went away
+// leaves its consumer this long, unless it may delete it (dropConsumer).
+const readIdle = 30 * time.Second
+
 // ordered creates an ordered consumer on filter from sequence from.
 func (l *Log) ordered(ctx context.Context, filter string, from uint64, headersOnly bool) (jetstream.Consumer, error) {
 	rctx, cancel := l.request(ctx)
 	defer cancel()
 	cons, err := l.js.OrderedConsumer(rctx, l.sc.DecStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-		HeadersOnly:    headersOnly,
+		FilterSubjects:    []string{filter},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		HeadersOnly:       headersOnly,
+		InactiveThreshold: readIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("declog: read %s: %w", filter, err)
 	}
 	return cons, nil
+}
+
+// dropConsumer deletes a read's consumer once the read is over, in the
+// background, when this log's user may (Options.FullAPI); other users
+// may not delete consumers of the decision stream, and leave theirs to
+// readIdle.
+func (l *Log) dropConsumer(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if !l.opts.FullAPI || info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.js.DeleteConsumer(ctx, l.sc.DecStream(), info.Name)
+	}()
 }
 
 // Delivery is one record pulled from a consumer, with the message to

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +15,7 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/publish"
+	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -302,20 +304,38 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 	if err != nil {
 		return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "stage transaction %s: %v", id, err)
 	}
-	for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), a.from, declog.ScanOptions{Live: true, HeadersOnly: true}) {
-		if err != nil {
-			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
-		}
-		if r.TxnSeq == ack.Sequence || r.TxnID == id {
-			full, err := s.cfg.Log.At(ctx, r.Seq)
+	// The log is read again and again from where the last look ended,
+	// each look a bounded scan (direct gets, no consumer: a consumer per
+	// commit outlived its request, and a busy namespace ran into the
+	// server's limit of consumers per stream).
+	from := a.from
+	for wait := awaitFirst; ; wait = min(2*wait, awaitMax) {
+		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{HeadersOnly: true}) {
 			if err != nil {
-				return declog.Record{}, internal(err)
+				return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
 			}
-			return full, nil
+			if r.TxnSeq == ack.Sequence || r.TxnID == id {
+				full, err := s.cfg.Log.At(ctx, r.Seq)
+				if err != nil {
+					return declog.Record{}, internal(err)
+				}
+				return full, nil
+			}
+			from = r.Seq + 1
+		}
+		if retry.Sleep(ctx, wait) != nil {
+			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
 		}
 	}
-	return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
 }
+
+// A staged transaction's decision is looked for after awaitFirst, then
+// at intervals doubling up to awaitMax: most come within a few
+// milliseconds, and a committer that is down costs a look every awaitMax.
+const (
+	awaitFirst = time.Millisecond
+	awaitMax   = 50 * time.Millisecond
+)
 
 // headerValue makes s one header line of at most n bytes.
 func headerValue(s string, n int) string {

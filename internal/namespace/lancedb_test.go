@@ -122,6 +122,19 @@ func TestLanceDBConcurrentWriters(t *testing.T) {
 	}
 	e.checkLog(t, "c", 9)
 	t.Logf("409 answers: %v", testutil.ToFloat64(e.ns.Requests("version_create", 409)))
+	// Commits leave no consumer behind: the decision stream holds the
+	// long-lived readers' (the publisher's, the committer's) and no more.
+	// Reads that each made one, kept by the server for minutes, stopped
+	// every write of a busy namespace at the server's limit.
+	info, err := e.log.Stream().Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n > 3 {
+		t.Errorf("%d consumers on the decision stream after 9 commits, want at most 3", n)
+	} else {
+		t.Logf("%d consumers on the decision stream after 9 commits", n)
+	}
 }
 
 // TestLanceDBLostAnswer: the namespace commits an append but its 200 is
