@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nkeys"
+
 	"cellguard/internal/natstest"
 )
 
@@ -105,5 +107,41 @@ func TestNATSConventions(t *testing.T) {
 	// The context's reader may not create: refused, typed, at once.
 	if _, _, err := runOut(t, "dataset", "create", "more", "--schema", "id:int64", "--context", ctxFile); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("create as the context's reader: %v", err)
+	}
+}
+
+// TestNoCredsHint: a command refused by a server with accounts, given no
+// --creds, says where credentials come from (--creds,
+// CELLGUARD_DATA_DIR) — when it found no seed in the data directory, and
+// when the seed it found is not this server's.
+func TestNoCredsHint(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
+	url := roles.Server.ClientURL()
+	dir := t.TempDir()
+	t.Setenv("CELLGUARD_DATA_DIR", dir)
+	_, _, err := runOut(t, "dataset", "list", "-s", url)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") ||
+		!strings.Contains(err.Error(), "--creds") || !strings.Contains(err.Error(), "CELLGUARD_DATA_DIR") {
+		t.Errorf("dataset list without credentials: %v; want the authorization violation with a hint naming --creds and CELLGUARD_DATA_DIR", err)
+	}
+
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	if err := os.MkdirAll(filepath.Join(dir, "creds"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "creds", "admin.nk"), seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runOut(t, "dataset", "list", "-s", url)
+	if err == nil || !strings.Contains(err.Error(), "which this server refused") {
+		t.Errorf("dataset list with another server's seed in the data directory: %v; want a hint naming it", err)
+	}
+	_, _, err = runOut(t, "dataset", "list", "-s", url, "--creds", filepath.Join(dir, "creds", "admin.nk"))
+	if err == nil || strings.Contains(err.Error(), "CELLGUARD_DATA_DIR") {
+		t.Errorf("dataset list with --creds the server refuses: %v; want the refusal without the hint", err)
 	}
 }

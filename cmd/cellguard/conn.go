@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -96,10 +97,27 @@ func (c *connFlags) connect(name string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var local bool // cfg.Creds is the data directory's seed, not given
 	if cfg.Creds == "" && cfg.User == "" && cfg.Token == "" && natsconn.Loopback(cfg.URL) {
 		cfg.Creds = localCreds("admin")
+		local = cfg.Creds != ""
 	}
-	return cfg.Connect(name)
+	nc, err := cfg.Connect(name)
+	if errors.Is(err, natsconn.ErrAuthorization) && cfg.User == "" && cfg.Token == "" && (cfg.Creds == "" || local) {
+		return nil, fmt.Errorf("%w (%s)", err, credsHint(cfg.Creds))
+	}
+	return nc, err
+}
+
+// credsHint says where a command's credentials come from, for a refused
+// connection that was given none: creds is the data directory's seed it
+// tried, or "".
+func credsHint(creds string) string {
+	dir := envOr("CELLGUARD_DATA_DIR", "./cellguard-data")
+	if creds != "" {
+		return fmt.Sprintf("no --creds given; tried %s from CELLGUARD_DATA_DIR (%s), which this server refused: pass --creds with a seed or .creds file this server knows", creds, dir)
+	}
+	return fmt.Sprintf("no --creds given and no %s: pass --creds <serve's data dir>/creds/admin.nk (or another role's seed), or set CELLGUARD_DATA_DIR to serve's --data-dir", filepath.Join(dir, "creds", "admin.nk"))
 }
 
 // localCreds returns role's seed file under the default data directory,

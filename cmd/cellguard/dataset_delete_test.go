@@ -152,6 +152,10 @@ func TestDatasetDelete(t *testing.T) {
 	if _, err := os.Stat(loc); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after --purge-data: stat %s = %v; want gone", loc, err)
 	}
+	out, err = cliOut(t, roles, "reader", "dataset", "show", "orders")
+	if err != nil || !strings.Contains(out, "DELETED at head v2") || !strings.Contains(out, "published: no longer (the dataset is deleted") || strings.Contains(out, "lag") {
+		t.Errorf("dataset show of a purged dataset = %v:\n%s\nwant it deleted, with no published version or lag", err, out)
+	}
 	if _, err := cliOut(t, roles, "admin", "dataset", "delete", "nosuch", "--force"); !errors.Is(err, errNoSuchDataset) {
 		t.Errorf("dataset delete nosuch = %v; want errNoSuchDataset", err)
 	}

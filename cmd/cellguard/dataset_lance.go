@@ -100,9 +100,11 @@ func showPublishing(ctx context.Context, nc *nats.Conn, prefix, ds string, head 
 	if err != nil {
 		return err
 	}
-	if t, ok, err := l.Tombstone(ctx, ds); err != nil {
+	t, deleted, err := l.Tombstone(ctx, ds)
+	if err != nil {
 		return err
-	} else if ok {
+	}
+	if deleted {
 		fmt.Fprintf(stdout, "DELETED at head v%d (tombstone at log sequence %d): nothing more is committed or published\n", t.Decision.GetHeadVersion(), t.Seq)
 	}
 	cfg, err := l.Config(ctx, ds)
@@ -115,6 +117,12 @@ func showPublishing(ctx context.Context, nc *nats.Conn, prefix, ds string, head 
 	}
 	readers := strings.ToLower(strings.TrimPrefix(cfg.GetReaders().String(), "READERS_"))
 	fmt.Fprintf(stdout, "location: %s (readers %s, storage version %s)\n", cfg.GetLocation(), readers, cfg.GetStorageVersion())
+	if deleted {
+		// Storage no longer follows the log (a drop purges it): a
+		// version or lag read from it would mean nothing.
+		fmt.Fprintln(stdout, "published: no longer (the dataset is deleted; its directory is left as it was, or purged)")
+		return nil
+	}
 	loc, err := lancepub.OpenLocation(ctx, cfg.GetLocation(), false)
 	if err != nil {
 		fmt.Fprintf(stdout, "published: unknown: %v\n", err)

@@ -65,8 +65,6 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 		if tokens, err = namespace.LoadTokens(*f.tokens); err != nil {
 			return nil, err
 		}
-	} else {
-		log.Warn("the Lance namespace serves without authentication (no --namespace-tokens); it drops no created table")
 	}
 	conns, err := connectNamespace(f, cf, embedded)
 	if err != nil {
@@ -77,7 +75,11 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 		conns.close()
 		return nil, fmt.Errorf("lance namespace: %w", err)
 	}
-	log.Info("lance namespace listening", "addr", ln.Addr().String(), "auth", tokens != nil, "drops", conns.admin != nil && tokens != nil)
+	scope := listenScope(ln.Addr())
+	log.Info("lance namespace listening", "addr", ln.Addr().String(), "on", scope, "auth", tokens != nil, "drops", conns.admin != nil && tokens != nil)
+	if w := namespaceWarning(scope, tokens != nil); w != "" {
+		log.Warn(w)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,6 +95,37 @@ func startNamespace(ctx context.Context, f namespaceFlags, lanceRoot string, pub
 		cancel()
 		wg.Wait()
 	}, nil
+}
+
+// listenScope says who can reach a listener: "loopback" (this machine
+// only), "all interfaces" (an unspecified address, as `:PORT` binds) or
+// "non-loopback address <ip>".
+func listenScope(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	switch {
+	case !ok:
+		return "address " + a.String()
+	case ta.IP.IsLoopback():
+		return "loopback"
+	case ta.IP == nil || ta.IP.IsUnspecified():
+		return "all interfaces"
+	}
+	return "non-loopback address " + ta.IP.String()
+}
+
+// namespaceWarning is what serve warns about the namespace's exposure:
+// without tokens anyone who reaches it may read and commit every table,
+// which beyond loopback means anyone on the network.
+func namespaceWarning(scope string, auth bool) string {
+	switch {
+	case !auth && scope != "loopback":
+		return "the Lance namespace serves without authentication on " + scope + ": anyone who reaches it may read and commit every table; bind 127.0.0.1:PORT or give --namespace-tokens (it drops no created table without tokens)"
+	case !auth:
+		return "the Lance namespace serves without authentication (no --namespace-tokens), on loopback only; it drops no created table"
+	case scope != "loopback":
+		return "the Lance namespace listens on " + scope + " over plain HTTP: tokens cross the network unencrypted; put TLS in front of it or bind 127.0.0.1:PORT"
+	}
+	return ""
 }
 
 // namespaceCreds are the embedded server's seed files the namespace

@@ -211,3 +211,35 @@ func TestServeRefusesBadFlagsBeforeStarting(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceExposureWarning: serve says when the namespace listens
+// beyond loopback, and loudest when it also has no tokens.
+func TestNamespaceExposureWarning(t *testing.T) {
+	cases := []struct {
+		addr  string
+		auth  bool
+		scope string
+		warn  string // in the warning; "" for none
+	}{
+		{"127.0.0.1:1", true, "loopback", ""},
+		{"[::1]:1", false, "loopback", "without authentication (no --namespace-tokens), on loopback only"},
+		{"0.0.0.0:1", false, "all interfaces", "without authentication on all interfaces"},
+		{"[::]:1", false, "all interfaces", "without authentication on all interfaces"},
+		{"10.1.2.3:1", false, "non-loopback address 10.1.2.3", "without authentication on non-loopback address 10.1.2.3"},
+		{"0.0.0.0:1", true, "all interfaces", "listens on all interfaces over plain HTTP"},
+	}
+	for _, c := range cases {
+		a, err := net.ResolveTCPAddr("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope := listenScope(a)
+		if scope != c.scope {
+			t.Errorf("listenScope(%s) = %q; want %q", c.addr, scope, c.scope)
+		}
+		w := namespaceWarning(scope, c.auth)
+		if (c.warn == "") != (w == "") || !strings.Contains(w, c.warn) {
+			t.Errorf("namespaceWarning(%q, auth %v) = %q; want it to say %q", scope, c.auth, w, c.warn)
+		}
+	}
+}

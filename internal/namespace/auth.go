@@ -115,15 +115,29 @@ func LoadTokens(path string) (*Tokens, error) {
 	return ParseTokens(b)
 }
 
-// token returns the request's credential: `Authorization: Bearer …` or
-// `x-api-key`, the two headers the namespace spec names.
-func token(r *http.Request) string {
-	if a := r.Header.Get("Authorization"); a != "" {
-		if tok, ok := strings.CutPrefix(a, "Bearer "); ok {
-			return strings.TrimSpace(tok)
+// token returns the request's credential: `Authorization: Bearer …`
+// (the scheme in any case, RFC 7235) or `x-api-key`, the two headers the
+// namespace spec names. Without one, why is what to tell the client.
+func token(r *http.Request) (tok, why string) {
+	if a := strings.TrimSpace(r.Header.Get("Authorization")); a != "" {
+		scheme, rest, _ := strings.Cut(a, " ")
+		if strings.EqualFold(scheme, "Bearer") {
+			if tok = strings.TrimSpace(rest); tok != "" {
+				return tok, ""
+			}
 		}
+		if k := r.Header.Get("X-Api-Key"); k != "" {
+			return k, ""
+		}
+		if strings.EqualFold(scheme, "Bearer") {
+			return "", "empty bearer token: send Authorization: Bearer <token> or x-api-key"
+		}
+		return "", fmt.Sprintf("authorization scheme %q is not supported: send Authorization: Bearer <token> or x-api-key", scheme)
 	}
-	return r.Header.Get("X-Api-Key")
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k, ""
+	}
+	return "", "no credentials: send Authorization: Bearer <token> or x-api-key"
 }
 
 // authorize checks that the request may act as role on dataset ds ("" for
@@ -131,12 +145,18 @@ func token(r *http.Request) string {
 // Missing or unknown credentials are 401 (code 16); a known token without
 // the right is 403 (code 15).
 func (t *Tokens) authorize(r *http.Request, need Role, ds string) *Error {
+	return t.authorizeAs(r, need, ds, need.String())
+}
+
+// authorizeAs is authorize with what the refusal says the operation
+// needs, for operations whose need depends on the table (drop).
+func (t *Tokens) authorizeAs(r *http.Request, need Role, ds, needs string) *Error {
 	if t == nil {
 		return nil
 	}
-	tok := token(r)
+	tok, why := token(r)
 	if tok == "" {
-		return errorf(http.StatusUnauthorized, CodeUnauthenticated, "no credentials: send Authorization: Bearer <token> or x-api-key")
+		return errorf(http.StatusUnauthorized, CodeUnauthenticated, "%s", why)
 	}
 	g, ok := t.grants[sha256.Sum256([]byte(tok))]
 	if !ok {
@@ -144,7 +164,7 @@ func (t *Tokens) authorize(r *http.Request, need Role, ds string) *Error {
 	}
 	if g.role < need {
 		return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied, Final: true,
-			Msg: fmt.Sprintf("a %s token may not do this (needs %s)", g.role, need)}
+			Msg: fmt.Sprintf("a %s token may not do this (needs %s)", g.role, needs)}
 	}
 	if ds != "" && g.datasets != nil && !slices.Contains(g.datasets, ds) {
 		return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied, Final: true,
@@ -159,6 +179,7 @@ func (t *Tokens) visible(r *http.Request, ds string) bool {
 	if t == nil {
 		return true
 	}
-	g, ok := t.grants[sha256.Sum256([]byte(token(r)))]
+	tok, _ := token(r)
+	g, ok := t.grants[sha256.Sum256([]byte(tok))]
 	return ok && (g.datasets == nil || slices.Contains(g.datasets, ds))
 }

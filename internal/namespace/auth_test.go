@@ -79,3 +79,45 @@ func TestLanceDBAuth(t *testing.T) {
 		t.Errorf("unknown token: %d %v", status, body)
 	}
 }
+
+// TestAuthorizationHeader: the Bearer scheme is matched in any case (RFC
+// 7235); another scheme is 401 saying so, not "no credentials"; a reader
+// dropping a table is told that drop needs admin.
+func TestAuthorizationHeader(t *testing.T) {
+	tokens, err := namespace.ParseTokens([]byte(tokensFile + "admin atok *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{tokens: tokens})
+	list := e.url + "/v1/namespace/%24/table/list?delimiter=%24"
+	cases := []struct {
+		name   string
+		hdr    map[string]string
+		status int
+		msg    string // in the error, when refused
+	}{
+		{"Bearer", map[string]string{"Authorization": "Bearer rtok"}, 200, ""},
+		{"bearer", map[string]string{"Authorization": "bearer rtok"}, 200, ""},
+		{"BEARER", map[string]string{"Authorization": "BEARER  rtok"}, 200, ""},
+		{"x-api-key", map[string]string{"x-api-key": "rtok"}, 200, ""},
+		{"Basic and x-api-key", map[string]string{"Authorization": "Basic eDp5", "x-api-key": "rtok"}, 200, ""},
+		{"none", nil, 401, "no credentials"},
+		{"Basic", map[string]string{"Authorization": "Basic eDp5"}, 401, `scheme "Basic" is not supported`},
+		{"empty bearer", map[string]string{"Authorization": "Bearer "}, 401, "empty bearer token"},
+		{"unknown", map[string]string{"Authorization": "bearer nope"}, 401, "unknown token"},
+	}
+	for _, c := range cases {
+		status, body := call(t, "GET", list, "", c.hdr)
+		if status != c.status {
+			t.Errorf("%s: %d %v, want %d", c.name, status, body, c.status)
+			continue
+		}
+		if c.msg != "" && (body["code"].(float64) != 16 || !strings.Contains(body["error"].(string), c.msg)) {
+			t.Errorf("%s: %v, want code 16 with %q", c.name, body, c.msg)
+		}
+	}
+	status, body := call(t, "POST", e.url+"/v1/table/a/drop", `{"id":["a"]}`, bearer("rtok"))
+	if status != 403 || !strings.Contains(body["error"].(string), "needs admin") {
+		t.Errorf("reader's drop: %d %v, want 403 saying it needs admin", status, body)
+	}
+}

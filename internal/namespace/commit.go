@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/publish"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
@@ -216,19 +217,22 @@ func (s *Server) readStaged(ctx context.Context, t *tableState, key string, size
 	return st, nil
 }
 
+// readBounded reads a file the client staged in the table's location:
+// only a regular file (a FIFO or device there is refused, never opened
+// for a blocking read), at most MaxManifestBytes, within ctx.
 func (s *Server) readBounded(ctx context.Context, t *tableState, key string) ([]byte, *Error) {
-	attrs, err := t.loc.Bucket.Attributes(ctx, key)
-	if err != nil {
+	b, err := t.loc.ReadRegular(ctx, key, s.cfg.MaxManifestBytes)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, publish.ErrTooLarge):
+		return nil, errorf(http.StatusRequestEntityTooLarge, CodeInvalidInput, "%v", err)
+	case errors.Is(err, publish.ErrNotRegular):
 		return nil, invalid("read %s: %v", key, err)
+	case ctx.Err() != nil:
+		return nil, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "read %s: not done before the request's deadline", key)
 	}
-	if attrs.Size > s.cfg.MaxManifestBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, CodeInvalidInput, "%s has %d bytes, over the limit of %d", key, attrs.Size, s.cfg.MaxManifestBytes)
-	}
-	b, err := t.loc.Bucket.ReadAll(ctx, key)
-	if err != nil {
-		return nil, invalid("read %s: %v", key, err)
-	}
-	return b, nil
+	return nil, invalid("read %s: %v", key, err)
 }
 
 // findDecision looks the transaction's uuid up in the decision log,

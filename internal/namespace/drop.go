@@ -88,7 +88,9 @@ func (s *Server) dropTable(ctx context.Context, r *http.Request) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if e := s.cfg.Tokens.authorize(r, RoleWorker, ds); e != nil {
+	// A worker may forget a declared table, only an admin drops a
+	// created one (checked again in dropCreated); say both.
+	if e := s.cfg.Tokens.authorizeAs(r, RoleWorker, ds, "admin, or worker for a declared, never-created table"); e != nil {
 		return nil, e
 	}
 	_, exists, e := s.head(ctx, ds)

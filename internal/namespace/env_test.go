@@ -42,6 +42,7 @@ type env struct {
 	js   jetstream.JetStream // the namespace's
 	pc   *producer.Client
 	pub  *publish.Manager
+	nats *natstest.Server
 }
 
 type envOptions struct {
@@ -57,6 +58,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	e := &env{root: t.TempDir(), reg: prometheus.NewRegistry()}
 	srv := natstest.RunServer(t)
+	e.nats = srv
 	cnc, _ := natstest.Connect(t, srv.URL())
 	cm, err := committer.New(cnc, committer.Config{
 		Logger: testLogger(), Registerer: e.reg, DiscoverEvery: 20 * time.Millisecond,

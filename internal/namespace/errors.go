@@ -1,10 +1,14 @@
 package namespace
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Error codes of the Lance REST namespace (lance-namespace spec,
@@ -60,12 +64,36 @@ func tableNotFound(table string) *Error {
 	return errorf(http.StatusNotFound, CodeTableNotFound, "table %q not found", table)
 }
 
+// internal is the answer to an error of the server's own (a failed read
+// of the decision log, storage): 503 code 17 when NATS is out of reach
+// for now (see unavailable), so the client retries; 500 code 18
+// otherwise. An *Error passes through.
 func internal(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
+	if unavailable(err) {
+		return errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "unavailable, retry: %v", err)
+	}
 	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
+}
+
+// unavailable reports whether err says NATS (or the request's time) ran
+// out rather than that something is wrong: a timeout, no responders (no
+// JetStream behind the subject, as during a restart), a closed,
+// draining, reconnecting or lost connection.
+func unavailable(err error) bool {
+	for _, target := range []error{
+		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrNoServers,
+		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrConnectionClosed, jetstream.ErrNoHeartbeat,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorBody is the spec's ErrorResponse.

@@ -1,6 +1,7 @@
 package namespace_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,7 +16,13 @@ import (
 // call sends a request to the namespace and decodes its JSON answer.
 func call(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	return callCtx(t, t.Context(), method, url, body, hdr)
+}
+
+// callCtx is call bounded by ctx.
+func callCtx(t *testing.T, ctx context.Context, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +82,11 @@ func TestErrors(t *testing.T) {
 		{"drop a created table without tokens", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 403, 15},
 		{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
 		{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
+		{"negative limit in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":-1}`, 400, 13},
+		{"negative limit in the query", "POST", "/v1/table/t/version/list?limit=-1", `null`, 400, 13},
+		{"page_token not ours in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"page_token":"abc"}`, 400, 13},
+		{"page_token not ours in the query", "POST", "/v1/table/t/version/list?page_token=abc", ``, 400, 13},
+		{"limit not a number", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":"x"}`, 400, 13},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,4 +118,48 @@ func (e *env) decisions(t *testing.T, ds string) uint64 {
 		n += c
 	}
 	return n
+}
+
+// TestDeclareCreatesNothing: declaring a table names its location but
+// creates nothing in storage, so a declaration that is dropped (or never
+// committed) leaves no empty directory behind.
+func TestDeclareCreatesNothing(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	dir := filepath.Join(e.root, "d.lance")
+	status, body := call(t, "POST", e.url+"/v1/table/d/declare", `{"id":["d"]}`, nil)
+	if status != 200 || body["location"] != dir {
+		t.Fatalf("declare: %d %v, want 200 at %s", status, body, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("declare created %s (%v)", dir, err)
+	}
+	if status, body := call(t, "POST", e.url+"/v1/table/d/describe", `{"id":["d"]}`, nil); status != 200 || body["is_only_declared"] != true {
+		t.Errorf("describe of the declared table: %d %v", status, body)
+	}
+	if status, body := call(t, "POST", e.url+"/v1/table/d/drop", `{"id":["d"]}`, nil); status != 200 {
+		t.Errorf("drop of the declared table: %d %v", status, body)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after the drop, %s is there (%v)", dir, err)
+	}
+}
+
+// TestNATSOutageIsUnavailable: while NATS is down, a request that needs
+// the decision log is 503 code 17 (retry later), not 500 code 18; when
+// NATS is back, it is answered again.
+func TestNATSOutageIsUnavailable(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if status, body := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil); status != 404 {
+		t.Fatalf("describe before the outage: %d %v, want 404", status, body)
+	}
+	e.nats.Stop()
+	status, body := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil)
+	if status != 503 || body == nil || body["code"].(float64) != 17 {
+		t.Errorf("describe during the outage: %d %v, want 503 code 17", status, body)
+	}
+	e.nats.Restart(t)
+	waitFor(t, "describe after the outage", func() bool {
+		status, _ := call(t, "POST", e.url+"/v1/table/o/describe", `{"id":["o"]}`, nil)
+		return status == 404
+	})
 }

@@ -115,6 +115,25 @@ func (s *Server) location(ctx context.Context, ds string, exists bool) (*tableSt
 	return t, nil
 }
 
+// declaredLocation names the location of a table being declared,
+// <LanceRoot>/<ds>.lance, without creating anything in storage: LanceDB
+// writes the table's files there itself, and the location is opened (a
+// local directory created) at its first version/create. A declaration
+// that is dropped or never committed leaves nothing behind.
+func (s *Server) declaredLocation(ds string) (*tableState, *Error) {
+	t := s.table(ds)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.locURL == "" {
+		u, err := publish.DatasetLocation(s.cfg.LanceRoot, ds)
+		if err != nil {
+			return nil, internal(err)
+		}
+		t.locURL = u
+	}
+	return t, nil
+}
+
 // objectPath is how the Lance client names key inside location u: an
 // object-store path, without scheme, bucket or leading slash.
 func objectPath(u, key string) string {
@@ -177,7 +196,7 @@ func (s *Server) declareTable(ctx context.Context, r *http.Request) (any, *Error
 	if exists {
 		return nil, errorf(http.StatusConflict, CodeTableAlreadyExists, "table %q already exists", ds)
 	}
-	t, e := s.location(ctx, ds, false)
+	t, e := s.declaredLocation(ds)
 	if e != nil {
 		return nil, e
 	}

@@ -78,27 +78,22 @@ func (s *Server) versionEntry(ctx context.Context, t *tableState, v uint64) (tab
 // the previous page). It first lets the publisher catch up with the
 // decision log's head, so the newest committed version is listed.
 func (s *Server) listVersions(ctx context.Context, r *http.Request) (any, *Error) {
-	ds, e := tableName(r, nil)
+	var req versionsRequest
+	if e := decode(r, &req); e != nil {
+		return nil, e
+	}
+	ds, e := tableName(r, req.ID)
 	if e != nil {
 		return nil, e
 	}
 	if e := s.cfg.Tokens.authorize(r, RoleReader, ds); e != nil {
 		return nil, e
 	}
-	q := r.URL.Query()
-	limit, tok, e := paging(r)
+	pg, e := versionPaging(r, req)
 	if e != nil {
 		return nil, e
 	}
-	desc := q.Get("descending") != "false"
-	var after uint64
-	if tok != "" {
-		n, err := strconv.ParseUint(tok, 10, 64)
-		if err != nil {
-			return nil, invalid("page_token %q is not a version", tok)
-		}
-		after = n
-	}
+	limit, tok, after, desc := pg.limit, pg.token, pg.after, pg.desc
 	h, exists, e := s.head(ctx, ds)
 	if e != nil {
 		return nil, e
@@ -141,6 +136,56 @@ func (s *Server) listVersions(ctx context.Context, r *http.Request) (any, *Error
 		}
 	}
 	return resp, nil
+}
+
+// versionsRequest is the spec's ListTableVersionsRequest. Its paging
+// fields, when the body has them, take the place of the query
+// parameters of the same names; LanceDB 0.31 sends no body.
+type versionsRequest struct {
+	ID         []string `json:"id"`
+	Limit      *int     `json:"limit"`
+	PageToken  *string  `json:"page_token"`
+	Descending *bool    `json:"descending"`
+}
+
+// versionPage is how a version listing is paged: at most limit versions
+// (0: all), after the version in token (after), newest first if desc.
+type versionPage struct {
+	limit int
+	token string
+	after uint64
+	desc  bool
+}
+
+// versionPaging reads and checks the paging of a version listing: a
+// negative limit, or a page_token that is not a version number (the only
+// tokens this server hands out), is 400 code 13.
+func versionPaging(r *http.Request, req versionsRequest) (versionPage, *Error) {
+	limit, tok, e := paging(r)
+	if e != nil {
+		return versionPage{}, e
+	}
+	pg := versionPage{limit: limit, token: tok, desc: r.URL.Query().Get("descending") != "false"}
+	if req.Limit != nil {
+		if *req.Limit < 0 {
+			return versionPage{}, invalid("limit %d is not a non-negative integer", *req.Limit)
+		}
+		pg.limit = *req.Limit
+	}
+	if req.PageToken != nil {
+		pg.token = *req.PageToken
+	}
+	if req.Descending != nil {
+		pg.desc = *req.Descending
+	}
+	if pg.token != "" {
+		n, err := strconv.ParseUint(pg.token, 10, 64)
+		if err != nil {
+			return versionPage{}, invalid("page_token %q is not a version: pass the page_token of the previous answer", pg.token)
+		}
+		pg.after = n
+	}
+	return pg, nil
 }
 
 // describeVersion answers one version: 404 (code 11) when the log has no

@@ -103,10 +103,25 @@ func (c Config) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 	}, append(opts, extra...)...)
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %s", Redact(c.URL), RedactText(err.Error(), c.URL))
+		cerr := fmt.Errorf("connect %s: %s", Redact(c.URL), RedactText(err.Error(), c.URL))
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			return nil, authError{cerr}
+		}
+		return nil, cerr
 	}
 	return nc, nil
 }
+
+// ErrAuthorization matches (errors.Is) a connection the server refused
+// for its credentials: none, unknown ones, or a user it does not know.
+var ErrAuthorization = errors.New("natsconn: authorization violation")
+
+// authError is a refused connection: its text is Connect's redacted
+// message, and it matches ErrAuthorization. (nats.go reports a refusal at
+// connect time as the server's text, not as nats.ErrAuthorization.)
+type authError struct{ error }
+
+func (authError) Is(target error) bool { return target == ErrAuthorization }
 
 // Loopback reports whether every server of the list is on this machine
 // (127.0.0.1, ::1 or localhost) and no URL carries user information.

@@ -49,7 +49,7 @@ func ReadAdoption(ctx context.Context, loc *Location) (*Adoption, error) {
 		return nil, fmt.Errorf("%w: %s has no _versions/*.manifest", ErrNotLance, loc.URL)
 	}
 	key := versionsDir + table.ManifestFileName(latest, true)
-	b, err := loc.Bucket.ReadAll(ctx, key)
+	b, err := loc.ReadRegular(ctx, key, MaxFileBytes)
 	if err != nil {
 		if ok, _ := loc.Bucket.Exists(ctx, versionsDir+table.ManifestFileName(latest, false)); ok {
 			return nil, fmt.Errorf("%w: %s uses V1 manifest names; cellguard publishes V2 names (LanceDB's default), and mixing them would confuse readers", ErrCannotAdopt, loc.URL)
@@ -68,7 +68,7 @@ func ReadAdoption(ctx context.Context, loc *Location) (*Adoption, error) {
 	}
 	txn := f.Transaction
 	if txn == nil && f.Manifest.GetTransactionFile() != "" {
-		tb, err := loc.Bucket.ReadAll(ctx, transactionsDir+f.Manifest.GetTransactionFile())
+		tb, err := loc.ReadRegular(ctx, transactionsDir+f.Manifest.GetTransactionFile(), MaxFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: version %d: read its transaction file: %v", ErrCannotAdopt, latest, err)
 		}

@@ -151,7 +151,10 @@ func LatestVersion(ctx context.Context, loc *Location) (uint64, error) {
 func ReadVersion(ctx context.Context, loc *Location, v uint64) (*table.ManifestFile, error) {
 	var lastErr error
 	for _, v2 := range []bool{true, false} {
-		b, err := loc.Bucket.ReadAll(ctx, versionsDir+table.ManifestFileName(v, v2))
+		b, err := loc.ReadRegular(ctx, versionsDir+table.ManifestFileName(v, v2), MaxFileBytes)
+		if errors.Is(err, ErrNotRegular) || errors.Is(err, ErrTooLarge) {
+			return nil, fmt.Errorf("publish: read version %d in %s: %w", v, loc.URL, err)
+		}
 		if err != nil {
 			lastErr = err
 			continue

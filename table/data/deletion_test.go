@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -127,5 +128,29 @@ func TestDeletionVectorChecksAndCaches(t *testing.T) {
 	}
 	if _, err := s.DeletionVector(t.Context(), 1, lying); !errors.As(err, &fe) {
 		t.Errorf("count mismatch on a cached file: error = %v; want a *FormatError", err)
+	}
+}
+
+// TestDeletionVectorFIFO: in a local directory, a deletion file that is a
+// FIFO (no one writes it) is refused as a *FormatError at once; opening
+// it for reading would block with no end.
+func TestDeletionVectorFIFO(t *testing.T) {
+	dir := t.TempDir()
+	s, err := data.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	df := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 1, Id: 9, NumDeletedRows: 1}
+	path := filepath.Join(dir, "_deletions", table.DeletionFilePath(3, df))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	var fe *data.FormatError
+	if _, err := s.DeletionVector(t.Context(), 3, df); !errors.As(err, &fe) || !errors.Is(err, table.ErrMalformed) {
+		t.Errorf("DeletionVector of a FIFO = %v; want a *FormatError", err)
 	}
 }

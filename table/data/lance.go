@@ -85,6 +85,9 @@ func (s *Store) readTail(ctx context.Context, op, key string) (*lanceMeta, error
 	if err != nil {
 		return nil, s.readErr(op, key, err)
 	}
+	if err := checkRegular(key, attrs); err != nil {
+		return nil, err
+	}
 	m := &lanceMeta{size: attrs.Size, tailOff: max(0, attrs.Size-tailBytes)}
 	if m.size == 0 {
 		return m, nil

@@ -48,6 +48,7 @@ type Store struct {
 	columns   *cache[arrow.Array] // decoded columns of Lance files
 	legacy    *cache[*ipcFile]    // decoded Arrow IPC files of older cellguards
 	deletions *cache[*roaring.Bitmap]
+	local     bool // a local directory (fileblob): see checkRegular
 }
 
 // Open opens the dataset rooted at urlstr:
@@ -92,6 +93,7 @@ func NewStore(b *blob.Bucket, opts Options) *Store {
 		columns:   newCache[arrow.Array](files),
 		legacy:    newCache[*ipcFile](files),
 		deletions: newCache[*roaring.Bitmap](orDefault(opts.DeletionCacheBytes, DefaultDeletionCacheBytes)),
+		local:     isLocal(b),
 	}
 }
 
@@ -140,6 +142,15 @@ func datasetURL(s string) (string, error) {
 
 // read returns the whole object at key, relative to the dataset root.
 func (s *Store) read(ctx context.Context, op, key string) ([]byte, error) {
+	if s.local {
+		attrs, err := s.bucket.Attributes(ctx, key)
+		if err != nil {
+			return nil, s.readErr(op, key, err)
+		}
+		if err := checkRegular(key, attrs); err != nil {
+			return nil, err
+		}
+	}
 	b, err := s.bucket.ReadAll(ctx, key)
 	if err != nil {
 		return nil, s.readErr(op, key, err)
