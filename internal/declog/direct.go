@@ -115,7 +115,9 @@ func (l *Log) directBatch(ctx context.Context, filter string, next, to uint64, h
 	for got := 0; ; got++ {
 		m, err := sub.NextMsgWithContext(gctx)
 		if err != nil {
-			if err := done(err); errors.As(err, new(*natsperm.Error)) {
+			// Refused, or no responders (nats.go's error for the 503
+			// status): the stream answers this user no direct gets.
+			if err := done(err); errors.As(err, new(*natsperm.Error)) || (got == 0 && errors.Is(err, nats.ErrNoResponders)) {
 				return next, 0, fmt.Errorf("%w: %v", errDirectUnavailable, err)
 			}
 			return next, 0, err
@@ -126,8 +128,6 @@ func (l *Log) directBatch(ctx context.Context, filter string, next, to uint64, h
 			return next, pending, nil
 		case status == "404": // no record on filter from next on
 			return next, 0, nil
-		case status == "503" && got == 0: // no responders: the stream answers no direct gets
-			return next, 0, errDirectUnavailable
 		case status != "":
 			return next, 0, fmt.Errorf("declog: read %s from %d: status %s %s", filter, next, status, m.Header.Get("Description"))
 		}

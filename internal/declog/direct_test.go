@@ -83,12 +83,29 @@ func TestBoundedScansMakeNoConsumer(t *testing.T) {
 			if r, ok, err := l.Find(ctx, "alpha", id, 1); err != nil || !ok || r.Seq != alpha[499] {
 				t.Errorf("Find(version 500) = %d, %v, %v; want %d", r.Seq, ok, err, alpha[499])
 			}
-			info, err := dec.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
+			// A read the direct gets cannot finish (To past the filter's
+			// last record, as when a replica is behind) ends there if
+			// Partial, and goes on with a consumer otherwise.
+			beyond := alpha[599] + 50
+			if got := read(alpha[590], declog.ScanOptions{To: beyond, Partial: true}); !slices.Equal(got, alpha[590:]) {
+				t.Errorf("partial scan: %v, want %v", got, alpha[590:])
 			}
-			if direct && info.State.Consumers != 0 {
-				t.Errorf("%d consumers left on the stream after bounded reads, want none", info.State.Consumers)
+			consumers := func() int {
+				t.Helper()
+				info, err := dec.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return info.State.Consumers
+			}
+			if n := consumers(); direct && n != 0 {
+				t.Errorf("%d consumers left on the stream after bounded reads, want none", n)
+			}
+			if got := read(alpha[590], declog.ScanOptions{To: beyond}); !slices.Equal(got, alpha[590:]) {
+				t.Errorf("scan past the filter's end: %v, want %v", got, alpha[590:])
+			}
+			if n := consumers(); direct && n != 1 {
+				t.Errorf("%d consumers after a read the direct gets could not finish, want the one it went on with", n)
 			}
 		})
 	}

@@ -156,6 +156,12 @@ type ScanOptions struct {
 	// Live keeps reading past the end, waiting for new records, until
 	// the caller stops ranging or ctx ends (To is then ignored).
 	Live bool
+	// Partial lets a bounded read end early, without an error, where the
+	// stream's direct gets stop short of To (a replica behind, or a
+	// batch that failed), instead of going on with a consumer: for a
+	// caller that reads again anyway. Without direct gets it reads as
+	// usual.
+	Partial bool
 }
 
 // Scan iterates over the records on filter with sequence ≥ from, in log
@@ -186,7 +192,7 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 			return
 		}
 		next, complete, stopped := l.directRange(ctx, filter, from, to, opts.HeadersOnly, yield)
-		if complete || stopped {
+		if complete || stopped || (opts.Partial && !l.noDirect.Load()) {
 			return
 		}
 		cons, err := l.ordered(ctx, filter, next, opts.HeadersOnly)

@@ -305,12 +305,13 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 		return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "stage transaction %s: %v", id, err)
 	}
 	// The log is read again and again from where the last look ended,
-	// each look a bounded scan (direct gets, no consumer: a consumer per
-	// commit outlived its request, and a busy namespace ran into the
-	// server's limit of consumers per stream).
+	// each look a bounded scan of direct gets that may end early (a
+	// replica behind: the next look goes on), so no consumer is made: a
+	// consumer per commit outlived its request, and a busy namespace ran
+	// into the server's limit of consumers per stream.
 	from := a.from
 	for wait := awaitFirst; ; wait = min(2*wait, awaitMax) {
-		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{HeadersOnly: true}) {
+		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{HeadersOnly: true, Partial: true}) {
 			if err != nil {
 				return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
 			}
