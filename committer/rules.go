@@ -92,7 +92,15 @@ func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, p
 		return nil
 	}
 	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), rv)
-	for _, x := range v.Violations {
+	for i := range v.Violations {
+		x := &v.Violations[i]
+		if x.Version > 0 && x.TxnUUID == "" && opts.hist != nil {
+			// A culprit version the change index no longer has the uuid
+			// of: the window or the log has its transaction.
+			if t, err := opts.hist.Committed(ctx, x.Version); err == nil {
+				x.TxnUUID = t.GetUuid()
+			}
+		}
 		r.violations = append(r.violations, &cellguardpb.Violation{
 			PreconditionIndex: uint32(x.Precondition),
 			FieldId:           x.FieldID,

@@ -272,3 +272,25 @@ func TestStaleReadEndToEnd(t *testing.T) {
 func historyWork(c *Committer, ds string) (loads, reads float64) {
 	return testutil.ToFloat64(c.metrics.historyLoads.WithLabelValues(ds)), testutil.ToFloat64(c.metrics.historyReads.WithLabelValues(ds))
 }
+
+// TestCulpritRightAfterAForgottenHorizon: a change index that forgot
+// everything up to the head (a tiny budget: fragments heavy with
+// overlays do this) still names the culprit of a transaction read one
+// version before it, the only version in between; its uuid comes from
+// the committer's own history. An outside check found such rejections
+// saying "culprit not identified" although the culprit was certain.
+func TestCulpritRightAfterAForgottenHorizon(t *testing.T) {
+	lim := staleLimits()
+	lim.indexBytes = 1
+	l := buildStaleLog(t, 0, lim)
+	if h := l.st.ix.Horizon(); h != 3 {
+		t.Fatalf("horizon %d, want 3 (the head)", h)
+	}
+	rec := decideOne(t, l.st, staleTxn())
+	if rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED {
+		t.Fatalf("stale txn: %v, want PRECONDITION_FAILED", rec)
+	}
+	if len(rec.Violations) != 1 || rec.Violations[0].CulpritVersion != 3 || rec.Violations[0].CulpritTxnUuid != l.delUUID {
+		t.Errorf("violations %v, want culprit version 3 (%s)", rec.Violations, l.delUUID)
+	}
+}

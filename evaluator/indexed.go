@@ -117,7 +117,9 @@ func pinAt(ix *table.ChangeIndex, rv uint64, pinned *table.Manifest, pin func() 
 //     after examining the versions up to N;
 //   - "culprit not identified: changed at or before version H, older than
 //     the change index": the read version is older than the index's
-//     horizon H and the cells already differed at H.
+//     horizon H and the cells already differed at H (unless H is the
+//     version right after the read version: H is then the culprit, its
+//     TxnUUID empty when the index no longer knows it).
 //
 // When the read version is older than the horizon and the cells were
 // unchanged at H, the culprit named is the first differing version after
@@ -166,6 +168,11 @@ func (b *blameSearch) name(ctx context.Context, x *Violation) {
 		}
 		b.budget--
 		if w, _ := b.ix.At(h); differs(ctx, b.pinned, ofView(w), b.pre, x, b.opts) {
+			if h == rv+1 { // the only version after the read version: it is the culprit
+				x.Version = h
+				x.TxnUUID, _ = b.ix.Txn(h) // the index may have forgotten it: empty then
+				return
+			}
 			x.Detail = appendNote(x.Detail, fmt.Sprintf("culprit not identified: changed at or before version %d, older than the change index", h))
 			return
 		}
