@@ -4,19 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/retry"
 )
 
 // consume pulls records from cons through the decision log, at most max
 // in flight, and calls fn for each until fn returns an error (returned as
 // is) or ctx ends (nil; fn is not called once ctx has ended). A malformed
 // record reaches fn with its error, to settle its message; a failure of
-// the pull itself is wrapped as "events: <what>: …". It is the one pull
-// loop behind Subscriber.Run and Rejections.Run.
+// the pull itself is wrapped as "events: <what>: …". A pull that ends
+// because the server went away (a restart, a lost connection, missed
+// heartbeats) starts again on the same durable consumer, after a pause
+// growing to a few seconds, so that a worker's Run rides through a
+// server restart as a live subscriber's does. It is the one pull loop
+// behind Subscriber.Run and Rejections.Run.
 func consume(ctx context.Context, dl *declog.Log, cons jetstream.Consumer, max int, what string, fn func(declog.Delivery, error) error) error {
+	for attempt := 0; ; attempt++ {
+		pulled, err := consumeOnce(ctx, dl, cons, max, what, fn)
+		if err == nil || !pulled || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if retry.Sleep(ctx, min(100*time.Millisecond<<min(attempt, 5), 3*time.Second)) != nil {
+			return nil
+		}
+	}
+}
+
+// consumeOnce is one pull of consume; pulled reports that its error came
+// from the pull, not from fn.
+func consumeOnce(ctx context.Context, dl *declog.Log, cons jetstream.Consumer, max int, what string, fn func(declog.Delivery, error) error) (pulled bool, err error) {
 	for d, err := range dl.Pull(ctx, cons, max, false) {
 		if ctx.Err() != nil {
 			// Run is ending: a record pulled meanwhile goes back to the
@@ -24,19 +45,31 @@ func consume(ctx context.Context, dl *declog.Log, cons jetstream.Consumer, max i
 			if d.Msg != nil && acks(cons) {
 				_ = d.Msg.Nak()
 			}
-			return nil
+			return false, nil
 		}
 		if err != nil && !errors.Is(err, declog.ErrMalformedRecord) {
 			if ctx.Err() != nil {
-				return nil
+				return false, nil
 			}
-			return fmt.Errorf("events: %s: %w", what, err)
+			return true, fmt.Errorf("events: %s: %w", what, err)
 		}
 		if err := fn(d, err); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
+}
+
+// transient reports whether a pull failed because the server or the
+// connection went away for now, not for good.
+func transient(err error) bool {
+	for _, target := range []error{jetstream.ErrServerShutdown, jetstream.ErrNoHeartbeat,
+		nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrTimeout, nats.ErrNoResponders} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // acks reports whether cons expects acknowledgements (a durable consumer,

@@ -241,3 +241,40 @@ func TestRejectionQueueRetriesFailedHandler(t *testing.T) {
 		t.Errorf("Run = %v, deliveries %v; want [1 2 3]", err, got)
 	}
 }
+
+// A rejection queue's Run rides through a restart of the server: its
+// pull ends ("server shutdown") and starts again on the same durable, and
+// a rejection decided after the restart reaches the worker. Run used to
+// return the pull's error, and a worker calling it once (as the README
+// does) stopped.
+func TestRejectionQueueRidesThroughAServerRestart(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "ds", []int64{1, 2}, []int64{3})
+	cfg := events.RejectionsConfig{Dataset: "ds", Queue: "rq", AckWait: 2 * time.Second}
+	q, err := events.NewRejections(e.conn(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(t.Context(), func(ctx context.Context, r *events.Rejected) error {
+			got <- r.TxnID
+			return nil
+		})
+	}()
+	e.waitConsumer(t, cfg.Queue)
+	e.srv.Restart(t)
+	e.overlay(t, "ds", 0, 0, 10)
+	want := e.staleY(t, "ds", 1, 0)
+	select {
+	case id := <-got:
+		if id != want.TxnID {
+			t.Errorf("got rejection %s, want %s", id, want.TxnID)
+		}
+	case err := <-ran:
+		t.Fatalf("Run ended with the restart: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no rejection reached the worker after the restart")
+	}
+}

@@ -158,7 +158,8 @@ func (q *Rejections) filter() string {
 }
 
 // Run delivers rejections to h one at a time until ctx ends (then it
-// returns nil) or the feed fails. With a queue, the rejection being
+// returns nil) or the feed fails; a server restart or a lost connection
+// is not a failure: Run goes on once the server is back. With a queue, the rejection being
 // handled when ctx ends is handed back for another worker. Run blocks;
 // the goroutines it starts have exited when it returns. A read the server
 // refuses for lack of permission ends Run at once with an error matching
