@@ -52,6 +52,11 @@ func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error)
 			jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
 		return err
 	}, func(err error) bool { return ambiguous(err) && ctx.Err() == nil })
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+		// No retry can stage it: the same transaction is as large again.
+		return nil, fmt.Errorf("producer: stage txn %s: %w: %d bytes, over the staging stream's message limit (%s)", txn.ID(), ErrInvalidTxn, len(body), apiErr.Description)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("producer: stage txn %s: %w", txn.ID(), err)
 	}

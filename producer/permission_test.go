@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,19 @@ func TestRefusedStageIsATypedErrorAtOnce(t *testing.T) {
 			t.Errorf("%s: a refused stage reported as outcome unknown: %v", name, err)
 		}
 	}
+}
+
+// A transaction over the staging stream's message size is an
+// ErrInvalidTxn at once (no retry can stage it), not an untyped NATS
+// error a worker cannot tell from a transient one.
+func TestOversizedTransactionIsInvalid(t *testing.T) {
+	e := newEnv(t)
+	defer e.startCommitter(t)()
+	c, _ := e.client(t)
+	huge := &lancepb.DataFragment{PhysicalRows: 1, Files: []*lancepb.DataFile{{Path: strings.Repeat("a", 2<<20), Fields: []int32{0}}}}
+	_, err := c.Commit(t.Context(), producer.Create("big", idField(), huge))
+	if !errors.Is(err, producer.ErrInvalidTxn) || errors.Is(err, producer.ErrOutcomeUnknown) {
+		t.Fatalf("err %v, want ErrInvalidTxn", err)
+	}
+	t.Log(err)
 }
