@@ -133,7 +133,11 @@ func checkDatasetArgs(verb string, pos []string) error {
 	if len(pos) != 1 {
 		return usageError{fmt.Sprintf("dataset %s: want one dataset name, got %d arguments", verb, len(pos))}
 	}
-	if err := subject.Validate(pos[0]); err != nil {
+	validate := subject.Validate
+	if verb == "log" {
+		validate = subject.ValidateLog // the reserved stray log may be read too
+	}
+	if err := validate(pos[0]); err != nil {
 		return usageError{err.Error()}
 	}
 	return nil

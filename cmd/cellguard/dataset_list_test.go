@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 )
@@ -46,5 +47,25 @@ func TestDatasetListShowsOnlyCreatedDatasets(t *testing.T) {
 	}
 	if out, err := cliOut(t, roles, "admin", "dataset", "create", "ghost", "--schema", "id:int64"); err != nil {
 		t.Errorf("dataset create ghost = %v:\n%s", err, out)
+	}
+}
+
+// TestDatasetLogReadsTheStrayLog: a message staged on a literal wildcard
+// subject is rejected into the reserved stray log, which `dataset log`
+// reads as `events tail` does (it refused the reserved name before).
+func TestDatasetLogReadsTheStrayLog(t *testing.T) {
+	roles := natstest.RunWithAccounts(t, "../../deploy/nats/accounts.conf")
+	runCommitter(t, roles)
+	_, wjs := natstest.Connect(t, roles.Server.ClientURL(), roles.Auth(t, "worker"))
+	if _, err := wjs.Publish(t.Context(), "cg.txn.*", []byte("staged on a wildcard")); err != nil {
+		t.Fatal(err)
+	}
+	waitRecords(t, roles, subject.StrayDataset, 1)
+	out, err := cliOut(t, roles, "reader", "dataset", "log", subject.StrayDataset)
+	if err != nil || !strings.Contains(out, "INVALID_DATASET_NAME") {
+		t.Errorf("dataset log %s = %v; want the stray rejection:\n%s", subject.StrayDataset, err, out)
+	}
+	if _, err := cliOut(t, roles, "reader", "dataset", "show", subject.StrayDataset); err == nil {
+		t.Errorf("dataset show %s: want the reserved name refused", subject.StrayDataset)
 	}
 }
