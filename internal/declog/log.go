@@ -165,7 +165,9 @@ type ScanOptions struct {
 }
 
 // Scan iterates over the records on filter with sequence ≥ from, in log
-// order, through an ordered consumer. The sequence ends after the last
+// order: a live scan through an ordered consumer, a bounded one with
+// batched direct gets, going on with an ordered consumer where those
+// stop short (direct.go). The sequence ends after the last
 // record (ScanOptions.To), or with one error: a failed read, a malformed
 // record, or ctx's error when ctx ends (a live scan's normal end). A live
 // scan yields a malformed record's error (wrapping ErrMalformedRecord)
