@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/natsconn"
 	"cellguard/internal/retry"
 )
 
@@ -26,7 +26,7 @@ import (
 func consume(ctx context.Context, dl *declog.Log, cons jetstream.Consumer, max int, what string, fn func(declog.Delivery, error) error) error {
 	for attempt := 0; ; attempt++ {
 		pulled, err := consumeOnce(ctx, dl, cons, max, what, fn)
-		if err == nil || !pulled || !transient(err) || ctx.Err() != nil {
+		if err == nil || !pulled || !natsconn.Transient(err) || ctx.Err() != nil {
 			return err
 		}
 		if retry.Sleep(ctx, min(100*time.Millisecond<<min(attempt, 5), 3*time.Second)) != nil {
@@ -58,18 +58,6 @@ func consumeOnce(ctx context.Context, dl *declog.Log, cons jetstream.Consumer, m
 		}
 	}
 	return false, nil
-}
-
-// transient reports whether a pull failed because the server or the
-// connection went away for now, not for good.
-func transient(err error) bool {
-	for _, target := range []error{jetstream.ErrServerShutdown, jetstream.ErrNoHeartbeat,
-		nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrTimeout, nats.ErrNoResponders} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // acks reports whether cons expects acknowledgements (a durable consumer,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"cellguard/internal/natsconn"
 )
 
 // Error codes of the Lance REST namespace (lance-namespace spec,
@@ -80,20 +82,13 @@ func internal(err error) *Error {
 }
 
 // unavailable reports whether err says NATS (or the request's time) ran
-// out rather than that something is wrong: a timeout, no responders (no
-// JetStream behind the subject, as during a restart), a closed,
-// draining, reconnecting or lost connection.
+// out rather than that something is wrong: NATS away for now
+// (natsconn.Transient), the request's deadline, or a closed or draining
+// connection.
 func unavailable(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrNoServers,
-		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
-		jetstream.ErrConnectionClosed, jetstream.ErrNoHeartbeat,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
+	return natsconn.Transient(err) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) ||
+		errors.Is(err, jetstream.ErrConnectionClosed)
 }
 
 // errorBody is the spec's ErrorResponse.

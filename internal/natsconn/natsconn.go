@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Config holds the connection settings.
@@ -142,4 +143,20 @@ func Loopback(urls string) bool {
 		}
 	}
 	return true
+}
+
+// Transient reports whether err says the server or the connection is
+// away for now (a restart, a lost or reconnecting connection, a request
+// no server answered) rather than that the request is wrong or the
+// connection closed for good: the caller may try again once it is back.
+func Transient(err error) bool {
+	for _, target := range []error{
+		nats.ErrTimeout, nats.ErrNoResponders, nats.ErrNoServers, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrServerShutdown, jetstream.ErrNoHeartbeat,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
