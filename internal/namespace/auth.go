@@ -119,25 +119,22 @@ func LoadTokens(path string) (*Tokens, error) {
 // (the scheme in any case, RFC 7235) or `x-api-key`, the two headers the
 // namespace spec names. Without one, why is what to tell the client.
 func token(r *http.Request) (tok, why string) {
-	if a := strings.TrimSpace(r.Header.Get("Authorization")); a != "" {
-		scheme, rest, _ := strings.Cut(a, " ")
-		if strings.EqualFold(scheme, "Bearer") {
-			if tok = strings.TrimSpace(rest); tok != "" {
-				return tok, ""
-			}
-		}
-		if k := r.Header.Get("X-Api-Key"); k != "" {
-			return k, ""
-		}
-		if strings.EqualFold(scheme, "Bearer") {
-			return "", "empty bearer token: send Authorization: Bearer <token> or x-api-key"
-		}
-		return "", fmt.Sprintf("authorization scheme %q is not supported: send Authorization: Bearer <token> or x-api-key", scheme)
+	a := strings.TrimSpace(r.Header.Get("Authorization"))
+	scheme, rest, _ := strings.Cut(a, " ")
+	bearer := strings.EqualFold(scheme, "Bearer")
+	if tok = strings.TrimSpace(rest); bearer && tok != "" {
+		return tok, ""
 	}
 	if k := r.Header.Get("X-Api-Key"); k != "" {
 		return k, ""
 	}
-	return "", "no credentials: send Authorization: Bearer <token> or x-api-key"
+	switch {
+	case a == "":
+		return "", "no credentials: send Authorization: Bearer <token> or x-api-key"
+	case bearer:
+		return "", "empty bearer token: send Authorization: Bearer <token> or x-api-key"
+	}
+	return "", fmt.Sprintf("authorization scheme %q is not supported: send Authorization: Bearer <token> or x-api-key", scheme)
 }
 
 // authorize checks that the request may act as role on dataset ds ("" for

@@ -227,12 +227,10 @@ func (s *Server) readBounded(ctx context.Context, t *tableState, key string) ([]
 		return b, nil
 	case errors.Is(err, publish.ErrTooLarge):
 		return nil, errorf(http.StatusRequestEntityTooLarge, CodeInvalidInput, "%v", err)
-	case errors.Is(err, publish.ErrNotRegular):
-		return nil, invalid("read %s: %v", key, err)
 	case ctx.Err() != nil:
 		return nil, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "read %s: not done before the request's deadline", key)
 	}
-	return nil, invalid("read %s: %v", key, err)
+	return nil, invalid("read %s: %v", key, err) // not a regular file (publish.ErrNotRegular), missing, unreadable
 }
 
 // findDecision looks the transaction's uuid up in the decision log,
