@@ -1,12 +1,14 @@
-// Package lancedbtest runs real LanceDB (the `@lancedb/lancedb` npm package,
-// pinned by the package.json and package-lock.json beside this file) from Go
-// tests, so that Lance itself judges whether what cellguard writes is Lance
-// and whether cellguard reads what Lance writes.
+// Package lancedbtest runs real LanceDB (the `@lancedb/lancedb` npm package)
+// from Go tests, in two releases side by side — 0.31.0 (Lance 8) and 0.39.0
+// (Lance 12), each pinned by the package.json and package-lock.json in
+// lance8/ and lance12/ beside this file — so that Lance itself judges
+// whether what cellguard writes is Lance and whether cellguard reads what
+// Lance writes. Each runs a check once per judge.
 //
-// The first Run in a machine installs the pinned packages with `npm ci` into
-// a cache directory keyed by the lock file's hash
-// (os.UserCacheDir()/cellguard/lancedb-<hash>, or $CELLGUARD_LANCEDB_DIR if
-// set). Later runs, in this or any other test process, reuse it. The install
+// The first Run of a judge in a machine installs its pinned packages into a
+// cache directory keyed by its package and lock files' hash
+// (os.UserCacheDir()/cellguard/lancedb-<hash>, or under $CELLGUARD_LANCEDB_DIR
+// if set). Later runs, in this or any other test process, reuse it. The install
 // goes into a temporary sibling directory that is renamed into place when
 // complete, so two test processes racing to install never see half an
 // install.
@@ -43,14 +45,67 @@ import (
 	"testing"
 )
 
-// LanceDBVersion is the pinned version of @lancedb/lancedb (Lance 8.0.0).
+// Version is one pinned LanceDB release that judges cellguard's Lance
+// compatibility. Each is installed from its own package.json and lock file
+// (in lance8/ and lance12/ beside this file) into its own cache directory.
+type Version struct {
+	// Name is a short label for subtests: "lance8", "lance12".
+	Name string
+	// LanceDB is the @lancedb/lancedb version; Lance the Lance release inside it.
+	LanceDB, Lance string
+
+	packageJSON, packageLock []byte
+	// ci installs with `npm ci`; otherwise `npm install`, which honours the
+	// lock file too but tolerates a lock that records only this platform's
+	// optional native build (0.39's other platforms' builds are not served
+	// by the registry reached here, so its lock cannot list them).
+	ci bool
+
+	inst *installation
+}
+
+type installation struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+//go:embed lance8/package.json
+var lance8Package []byte
+
+//go:embed lance8/package-lock.json
+var lance8Lock []byte
+
+//go:embed lance12/package.json
+var lance12Package []byte
+
+//go:embed lance12/package-lock.json
+var lance12Lock []byte
+
+// The two judges: Lance8 is the oldest release cellguard supports, Lance12
+// the one people install today.
+var (
+	Lance8  = Version{Name: "lance8", LanceDB: "0.31.0", Lance: "8.0.0", packageJSON: lance8Package, packageLock: lance8Lock, ci: true, inst: new(installation)}
+	Lance12 = Version{Name: "lance12", LanceDB: "0.39.0", Lance: "12.0.0", packageJSON: lance12Package, packageLock: lance12Lock, inst: new(installation)}
+)
+
+// Versions lists every judge, oldest first.
+var Versions = []Version{Lance8, Lance12}
+
+// LanceDBVersion is the oldest judge's @lancedb/lancedb version, the one the
+// package-level Run, RunErr and Dir use.
 const LanceDBVersion = "0.31.0"
 
-//go:embed package.json
-var packageJSON []byte
+// String is the subtest label, e.g. "lance12".
+func (v Version) String() string { return v.Name }
 
-//go:embed package-lock.json
-var packageLock []byte
+// Each runs f once per judge, as subtests named for the judge.
+func Each(t *testing.T, f func(t *testing.T, v Version)) {
+	t.Helper()
+	for _, v := range Versions {
+		t.Run(v.Name, func(t *testing.T) { f(t, v) })
+	}
+}
 
 // Prelude is JavaScript that scripts may start with: it imports lancedb and
 // apache-arrow and defines readStdin().
@@ -67,33 +122,41 @@ const installHelp = "lancedbtest: real LanceDB is the judge of Lance compatibili
 	"Install Node 20, e.g. `curl -fsSL https://deb.nodesource.com/setup_20.x | sudo bash - && sudo apt-get install -y nodejs` " +
 	"(Debian/Ubuntu), `brew install node@20` (macOS), or from https://nodejs.org/"
 
-var (
-	installOnce sync.Once
-	installDir  string
-	installErr  error
-)
-
 // Dir returns the directory holding node_modules with the pinned LanceDB,
 // installing it first if needed. It fails the test if Node or npm is
 // missing or the install fails.
-func Dir(t testing.TB) string {
+func Dir(t testing.TB) string { t.Helper(); return Lance8.Dir(t) }
+
+// Run is Lance8.Run.
+func Run(t testing.TB, script string, input, out any) { t.Helper(); Lance8.Run(t, script, input, out) }
+
+// RunErr is Lance8.RunErr.
+func RunErr(t testing.TB, script string, input any) ([]byte, error) {
 	t.Helper()
-	installOnce.Do(func() { installDir, installErr = install() })
-	if installErr != nil {
-		t.Fatal(installErr)
+	return Lance8.RunErr(t, script, input)
+}
+
+// Dir returns the directory holding node_modules with this judge,
+// installing it first if needed. It fails the test if Node or npm is
+// missing or the install fails.
+func (v Version) Dir(t testing.TB) string {
+	t.Helper()
+	v.inst.once.Do(func() { v.inst.dir, v.inst.err = v.install() })
+	if v.inst.err != nil {
+		t.Fatal(v.inst.err)
 	}
-	return installDir
+	return v.inst.dir
 }
 
 // Run runs script, the source of an ES module, with Node in a fresh
 // temporary directory that resolves `@lancedb/lancedb` and `apache-arrow`
-// to the pinned install. input is marshalled to JSON on the script's stdin
+// to this judge's install. input is marshalled to JSON on the script's stdin
 // (nil sends `null`); the script's stdout is unmarshalled into out unless
 // out is nil. A non-zero exit, or stdout that is not JSON, fails the test
 // with the script's stderr.
-func Run(t testing.TB, script string, input, out any) {
+func (v Version) Run(t testing.TB, script string, input, out any) {
 	t.Helper()
-	stdout, err := RunErr(t, script, input)
+	stdout, err := v.RunErr(t, script, input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +171,9 @@ func Run(t testing.TB, script string, input, out any) {
 // RunErr is Run without decoding: it returns the script's stdout, or an
 // error carrying its stderr when it exits non-zero. Use it when a test
 // expects LanceDB to refuse something.
-func RunErr(t testing.TB, script string, input any) ([]byte, error) {
+func (v Version) RunErr(t testing.TB, script string, input any) ([]byte, error) {
 	t.Helper()
-	dir := Dir(t)
+	dir := v.Dir(t)
 	work := t.TempDir()
 	if err := os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(work, "node_modules")); err != nil {
 		t.Fatalf("lancedbtest: link node_modules: %v", err)
@@ -156,7 +219,7 @@ func truncate(b []byte) string {
 
 // install makes sure the pinned packages are installed and returns their
 // directory.
-func install() (string, error) {
+func (v Version) install() (string, error) {
 	if err := checkNode(); err != nil {
 		return "", err
 	}
@@ -164,7 +227,7 @@ func install() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append(append([]byte{}, packageJSON...), packageLock...))
+	sum := sha256.Sum256(append(append([]byte{}, v.packageJSON...), v.packageLock...))
 	dir := filepath.Join(root, "lancedb-"+hex.EncodeToString(sum[:8]))
 	if installed(dir) {
 		return dir, nil
@@ -177,7 +240,7 @@ func install() (string, error) {
 		return "", fmt.Errorf("lancedbtest: %w", err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
-	if err := npmCI(tmp); err != nil {
+	if err := v.npmInstall(tmp); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil && !installed(dir) {
@@ -198,24 +261,31 @@ func cacheRoot() (string, error) {
 }
 
 // installed reports whether dir holds a complete install. A directory only
-// ever appears under its final name after npm ci succeeded.
+// ever appears under its final name after npm succeeded.
 func installed(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "node_modules", "@lancedb", "lancedb", "package.json"))
 	return err == nil
 }
 
-func npmCI(dir string) error {
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), packageJSON, 0o644); err != nil {
+func (v Version) npmInstall(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), v.packageJSON, 0o644); err != nil {
 		return fmt.Errorf("lancedbtest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), packageLock, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), v.packageLock, 0o644); err != nil {
 		return fmt.Errorf("lancedbtest: %w", err)
 	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	verb := "install"
+	if v.ci {
+		verb = "ci"
+	}
+	cmd := exec.Command("npm", verb, "--no-audit", "--no-fund", "--loglevel=error")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("lancedbtest: npm ci (@lancedb/lancedb %s) failed: %v\n%s", LanceDBVersion, err, truncate(out))
+		return fmt.Errorf("lancedbtest: npm %s (@lancedb/lancedb %s) failed: %v\n%s", verb, v.LanceDB, err, truncate(out))
+	}
+	if !installed(dir) {
+		return fmt.Errorf("lancedbtest: npm %s (@lancedb/lancedb %s) installed no @lancedb/lancedb\n%s", verb, v.LanceDB, truncate(out))
 	}
 	return nil
 }

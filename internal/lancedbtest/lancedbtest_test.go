@@ -9,6 +9,12 @@ import (
 // TestRunRoundTrip creates a table with LanceDB, reads it back and checks
 // the values and the pinned version arrive through stdin/stdout JSON.
 func TestRunRoundTrip(t *testing.T) {
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		testRunRoundTrip(t, v)
+	})
+}
+
+func testRunRoundTrip(t *testing.T, v lancedbtest.Version) {
 	script := lancedbtest.Prelude + `
 const input = JSON.parse(await readStdin());
 const db = await lancedb.connect(input.dir);
@@ -22,7 +28,7 @@ process.stdout.write(JSON.stringify({ values: rows.map((r) => Number(r.v)), vers
 		Values  []int  `json:"values"`
 		Version string `json:"version"`
 	}
-	lancedbtest.Run(t, script, map[string]any{"dir": t.TempDir(), "rows": []int{3, 1, 2}}, &out)
+	v.Run(t, script, map[string]any{"dir": t.TempDir(), "rows": []int{3, 1, 2}}, &out)
 	if got, want := len(out.Values), 3; got != want {
 		t.Fatalf("rows = %d; want %d", got, want)
 	}
@@ -31,8 +37,8 @@ process.stdout.write(JSON.stringify({ values: rows.map((r) => Number(r.v)), vers
 			t.Errorf("value %d = %d; want %d", i, out.Values[i], want)
 		}
 	}
-	if out.Version != lancedbtest.LanceDBVersion {
-		t.Errorf("lancedb version = %q; want %q", out.Version, lancedbtest.LanceDBVersion)
+	if out.Version != v.LanceDB {
+		t.Errorf("lancedb version = %q; want %q", out.Version, v.LanceDB)
 	}
 }
 
