@@ -216,7 +216,7 @@ const (
 // up to ~4 of them, and few enough that acks stay cheap. On a work-queue
 // stream every ack makes the server ask each consumer of the stream
 // whether it still needs the message, so an ack costs time linear in the
-// partition count (~6 µs of server CPU at 64, docs/design.md §4.7).
+// partition count (~6 µs of server CPU at 64, docs/design.md §5.2).
 const DefaultPartitions = 16
 
 // MaxPartitions is the largest partition count.

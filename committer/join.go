@@ -12,11 +12,10 @@ import (
 // Joining.
 //
 // A committer that starts listens joinListen for the others' answers
-// before it takes its share of the partitions. An outside check on a
-// 3-node cluster saw a joiner whose answers came later than that: alone
-// in its view, it took every partition, and they moved back within a
-// beacon interval: each partition moved twice, each move a checkpoint
-// load per active dataset.
+// before it takes its share of the partitions. On a cluster the answers
+// can come later than that; a joiner alone in its view would take every
+// partition, and they would move back within a beacon interval: each
+// partition moved twice, each move a checkpoint load per active dataset.
 //
 // So after joinListen a joiner also looks at the partition consumers (one
 // list request): a partition whose consumer is pinned, or has a pull

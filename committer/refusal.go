@@ -7,7 +7,7 @@ package committer
 // client's manifest that is not the table model's. Both headers only
 // ever reject the message that carries them and never commit anything;
 // a forger can reject nothing with them that it could not reject without
-// them (docs/design.md §7.2, "Forged headers").
+// them (docs/design.md §9.2, "Forged headers").
 
 import (
 	"strconv"

@@ -1,6 +1,6 @@
 package main
 
-// dataset_lance.go: the dataset verbs of issue 10 (Lance publishing):
+// dataset_lance.go: the dataset verbs of Lance publishing:
 // the --location/--readers/--storage-version options of `dataset create`,
 // the publishing lines of `dataset show`, and `dataset adopt`.
 

@@ -14,7 +14,7 @@ import (
 	"cellguard/internal/namespace"
 )
 
-// namespaceFlags are serve's flags for the Lance REST namespace (issue 11).
+// namespaceFlags are serve's flags for the Lance REST namespace.
 type namespaceFlags struct {
 	addr       *string
 	tokens     *string

@@ -45,7 +45,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	datasets := fs.String("datasets", "", "comma-separated datasets to load at start (every dataset is served either way)")
 	partitions := fs.Int("partitions", committer.DefaultPartitions, "partition count of a new staging stream (an existing one keeps its own: `cellguard partitions set N`)")
 	mem := memoryFlags(fs)
-	// Publishing (issue 10): see publish.go.
+	// Publishing: see publish.go.
 	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
 	publishOn := fs.Bool("publish", true, "publish every committed version of datasets that have a location, as Lance versions")
 	nsFlags := registerNamespaceFlags(fs) // Lance REST namespace (issue 11): see namespace.go

@@ -18,16 +18,16 @@ import (
 // the versions since a read version, a replay) asks the stream for its
 // records in batches of direct gets: $JS.API.DIRECT.GET.<stream> with
 // next_by_subj and batch. The stream's servers answer from their stores
-// and no consumer is made. Before, every bounded read made an ordered
-// consumer, which the server keeps for its inactive threshold after the
-// read ends: an outside check saw a busy Lance namespace leave about
-// three per commit, until a stock server's limit of 1,000 consumers per
-// stream refused every new read and every LanceDB write stalled.
+// and no consumer is made. An ordered consumer per read would stay for
+// the server's inactive threshold after the read ends: a busy Lance
+// namespace makes about three reads per commit, and a stock server's
+// limit of 1,000 consumers per stream would then refuse every new read
+// and stall every LanceDB write.
 //
 // A direct get may be answered by a replica that is behind (leaderget.go).
 // A batch that ends before the range does therefore does not end the
 // read: the read goes on from where the batch stopped with an ordered
-// consumer, as every bounded read did before. Every bounded read in
+// consumer. Every bounded read in
 // cellguard ends at a record on its own filter (the last one, or a head
 // record), so on a single server, or a replica that is up to date, no
 // consumer is made. So does a user whose server does not answer direct

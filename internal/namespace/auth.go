@@ -22,7 +22,7 @@ const (
 	RoleReader Role = iota + 1
 	// RoleWorker may also declare tables and commit versions.
 	RoleWorker
-	// RoleAdmin may also drop created tables (docs/design.md §7.3).
+	// RoleAdmin may also drop created tables (docs/design.md §9.3).
 	RoleAdmin
 )
 

@@ -39,7 +39,7 @@
 //
 // LanceDB 8 retries every error from version/create (no status or code
 // ends the call), so permanent rejections and refusals are answered from
-// the decision log at once on every retry; see docs/design.md §7 for the
+// the decision log at once on every retry; see docs/design.md §9 for the
 // measured client behaviour and its limits.
 //
 // # Dropping a table

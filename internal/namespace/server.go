@@ -117,7 +117,7 @@ type Server struct {
 
 	// beforeStage, when set (tests only), runs after a version/create is
 	// checked and verified and before it is staged: the window in which
-	// another writer's commit moves the version (docs/design.md §7.2).
+	// another writer's commit moves the version (docs/design.md §9.2).
 	beforeStage atomic.Pointer[func(ctx context.Context, ds string)]
 }
 

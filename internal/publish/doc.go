@@ -47,6 +47,6 @@
 // cellguard continues the table from there. Indices, legacy files, mixed
 // data file versions and V1 manifest names are refused (ErrCannotAdopt).
 //
-// See docs/design.md §6 for why a follower publishes and why overlays are
+// See docs/design.md §8 for why a follower publishes and why overlays are
 // rejected on datasets that serve Lance 8.
 package publish
