@@ -113,8 +113,8 @@ func partitionCountOf(sc subject.Scheme, cfg jetstream.StreamConfig) int {
 	return 0
 }
 
-// ensurePartitioned makes CG_TXN partitioned (an existing stream of an
-// earlier version is not: its transform is added, with Config.Partitions)
+// ensurePartitioned makes CG_TXN partitioned (a stream of the
+// one-consumer-per-dataset layout is not: its transform is added, with Config.Partitions)
 // and learns the partition counts that have consumers. Consumers of the
 // one-consumer-per-dataset layout are deleted: their messages, staged
 // before the transform, are drained by their datasets (discover).

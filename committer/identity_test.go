@@ -11,12 +11,11 @@ import (
 	"cellguard/proto/cellguardpb"
 )
 
-// TestAnonymousIdentityCannotBeForged is the regression test for a uuid
-// fallback collision: a transaction whose uuid is "seq-3" is staged at
-// stream sequence 2, then id-less garbage lands at sequence 3, whose
-// fallback identity used to be "seq-3" too: the garbage was acked with no
-// decision. Now the reserved uuid is refused with a typed reason and each
-// message gets its own decision.
+// TestAnonymousIdentityCannotBeForged: a transaction whose uuid is
+// "seq-3" is staged at stream sequence 2, then id-less garbage lands at
+// sequence 3, whose fallback identity is "seq-3". Were the reserved uuid
+// accepted, the garbage would be acked with no decision; it is refused
+// with a typed reason, and each message gets its own decision.
 func TestAnonymousIdentityCannotBeForged(t *testing.T) {
 	srv := natstest.RunServer(t)
 	_, js := natstest.Connect(t, srv.URL())
@@ -75,13 +74,13 @@ func TestValidTxnID(t *testing.T) {
 	}
 }
 
-// TestSameUUIDInTwoDatasets is the regression test for a stall: a
-// transaction uuid is an identity within its dataset, but decision
-// records used to take their Nats-Msg-Id from the uuid alone, and the
-// log deduplicates across datasets. A second dataset deciding a uuid the
-// first had decided in the last ten minutes had its append answered
-// "duplicate", caught up, found nothing new, and tried again: forever,
-// with every later transaction of that dataset behind it.
+// TestSameUUIDInTwoDatasets: a transaction uuid is an identity within
+// its dataset, and the log deduplicates across datasets, so a record's
+// Nats-Msg-Id names the dataset too. With the uuid alone, a second
+// dataset deciding a uuid the first decided in the last ten minutes would
+// have its append answered "duplicate", catch up, find nothing new, and
+// try again forever, with every later transaction of that dataset behind
+// it.
 func TestSameUUIDInTwoDatasets(t *testing.T) {
 	srv := natstest.RunServer(t)
 	_, js := natstest.Connect(t, srv.URL())

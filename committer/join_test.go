@@ -91,11 +91,11 @@ func TestJoinLoadsCheckpointsPromptly(t *testing.T) {
 
 // TestJoinTakesOnlyItsShare: on a 3-node cluster, a committer joins two
 // others whose announcements do not reach it at first (held back here, as
-// a slow cluster delayed them in an outside check). Every partition is
-// pinned by one of the two, so until the joiner hears them it takes only
-// what they gave up for it, then its share: it never holds more than its
-// share and one. (Alone in its view, it used to take every partition,
-// and they moved back when it heard the others.)
+// a slow cluster can delay them). Every partition is pinned by one of the
+// two, so until the joiner hears them it takes only what they gave up for
+// it, then its share: it never holds more than its share and one (not
+// every partition, alone in its view, to move them back when it hears the
+// others).
 func TestJoinTakesOnlyItsShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster")

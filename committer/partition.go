@@ -211,10 +211,10 @@ func (p *partition) takeover(ctx context.Context) {
 // request it sent before it stopped may still wait at the server (until
 // its expiry), and the server may pin that one: the messages then go to a
 // subscription that is gone, and the partition waits out PinnedTTL (12 s
-// by default) before the server unpins it. TestJoinLoadsCheckpointsPromptly
-// saw it when a committer joined a 3-node cluster. stop now unpins only a
-// pin that is its own or that no live committer announces, which closes
-// the way it was seen. As a second guard, for PinnedTTL after it starts,
+// by default) before the server unpins it (TestJoinLoadsCheckpointsPromptly
+// joins a committer to a 3-node cluster, where this can happen). So stop
+// unpins only a pin that is its own or that no live committer announces.
+// As a second guard, for PinnedTTL after it starts,
 // a partition looks every strayPinEvery at its consumer: a pin that is not
 // its own and that no live committer announces, seen on two looks in a row
 // while messages wait, is stray. It is unpinned (and the consumer reset,

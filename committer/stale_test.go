@@ -277,8 +277,8 @@ func historyWork(c *Committer, ds string) (loads, reads float64) {
 // everything up to the head (a tiny budget: fragments heavy with
 // overlays do this) still names the culprit of a transaction read one
 // version before it, the only version in between; its uuid comes from
-// the committer's own history. An outside check found such rejections
-// saying "culprit not identified" although the culprit was certain.
+// the committer's own history, not "culprit not identified" although the
+// culprit is certain.
 func TestCulpritRightAfterAForgottenHorizon(t *testing.T) {
 	lim := staleLimits()
 	lim.indexBytes = 1

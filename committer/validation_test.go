@@ -8,8 +8,10 @@ import (
 	"cellguard/table"
 )
 
-// TestDecideValidationHoles: issue 9's validation holes are decided as
-// invalid transactions (never retryable), and the dataset keeps deciding.
+// TestDecideValidationHoles: appends of no fragments, of empty
+// fragments or naming a field not in the schema, and restores to version 0
+// or beyond head are decided as invalid transactions (never retryable),
+// and the dataset keeps deciding.
 func TestDecideValidationHoles(t *testing.T) {
 	appendOf := func(frags ...*lancepb.DataFragment) *lancepb.Transaction {
 		return &lancepb.Transaction{Uuid: newUUID(), ReadVersion: 1, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{Fragments: frags}}}

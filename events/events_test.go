@@ -244,9 +244,9 @@ func TestRejectionQueueRetriesFailedHandler(t *testing.T) {
 
 // A rejection queue's Run rides through a restart of the server: its
 // pull ends ("server shutdown") and starts again on the same durable, and
-// a rejection decided after the restart reaches the worker. Run used to
-// return the pull's error, and a worker calling it once (as the README
-// does) stopped.
+// a rejection decided after the restart reaches the worker: Run does not
+// return the pull's error, so a worker calling it once (as the README
+// does) goes on.
 func TestRejectionQueueRidesThroughAServerRestart(t *testing.T) {
 	e := newEnv(t)
 	e.create(t, "ds", []int64{1, 2}, []int64{3})

@@ -6,7 +6,7 @@ package table
 // max_fragment_id, the feature flags and next_row_id, and clears the
 // fields the committer stamps when it writes the manifest file. Copying
 // the whole header message for that (about 300 bytes, and its unknown
-// fields) was the largest allocation of a decision; a version now carries
+// fields) would be the largest allocation of a decision; a version carries
 // its own top fields beside a pointer to the shared message, and a full
 // header is put together only where one is asked for (Manifest.Header,
 // Proto, AppendEncoding).

@@ -8,8 +8,8 @@ import (
 	"cellguard/table"
 )
 
-// Issue 9's validation holes: each of these was committed (or classified
-// as retryable) before; each is now an invalid transaction.
+// Transactions with empty or foreign data: each is an invalid
+// transaction, neither committed nor retryable.
 func TestApplyRejectsEmptyAndForeignData(t *testing.T) {
 	overwrite := func(frags ...*lancepb.DataFragment) *lancepb.Transaction {
 		return &lancepb.Transaction{ReadVersion: 3, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{

@@ -69,7 +69,7 @@ func (l *soakLog) add(id string) {
 	l.mu.Unlock()
 }
 
-// TestSoak is the long liveness and safety run of issue 9: 8 SDK workers
+// TestSoak is the long liveness and safety run: 8 SDK workers
 // (writers re-committing lost outcomes, stale readers at lags up to
 // -soak.lag) against a real `serve` process that is SIGKILLed and
 // restarted every -soak.kill-every. It reports the longest gap between

@@ -15,8 +15,8 @@ package declog_test
 // stopped process) and resumed after another committer took the dataset
 // over would land the rest of its group unfenced, after the new owner's
 // records: two records of one version. An atomic batch is checked whole
-// at its commit, and a chain fences every message. See docs/design.md,
-// "Appending a group", and TestFastBatchMembersAreNotFenced below.
+// at its commit, and a chain fences every message. See docs/design.md
+// §5.6 and TestFastBatchMembersAreNotFenced below.
 
 import (
 	"context"

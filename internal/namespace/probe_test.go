@@ -29,7 +29,7 @@ process.stdout.write(JSON.stringify({ err }));
 process.exit(0);
 `
 
-// TestProbeNoFinalAnswer re-measures the fact docs/design.md §7.4 rests
+// TestProbeNoFinalAnswer re-measures the fact docs/design.md §9.4 rests
 // on: LanceDB 0.31 retries version/create whatever error it gets, so no
 // error answer ends a refused commit at once. Each answer below is given
 // to every version/create after the table's creation; the client must

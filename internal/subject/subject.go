@@ -341,8 +341,8 @@ func (s Scheme) ParsePartitioned(subj string) (n, part int, ds string, err error
 }
 
 // PartitionConsumer is the durable consumer name of partition part of n.
-// Dataset consumers of earlier versions were named "commit-<dataset>":
-// the names cannot collide.
+// Dataset consumers of the one-consumer-per-dataset layout are named
+// "commit-<dataset>": the names cannot collide.
 func (s Scheme) PartitionConsumer(n, part int) string {
 	return "partition-" + strconv.Itoa(n) + "-" + strconv.Itoa(part)
 }
