@@ -470,8 +470,8 @@ func (a *applier) registerPureFragments(list []*lancepb.IndexMetadata, op *lance
 const maxBitmapID = 1<<32 - 1
 
 // rewriteIndices is the Rewrite arm (compaction). Without stable row ids,
-// each rewritten index is found by its old uuid and gets its new uuid, its
-// new files and its bitmap remapped (a group's old fragments out, its new
+// each rewritten index is found by its old uuid (one that is gone is
+// skipped) and gets its new uuid, its new files and its bitmap remapped (a group's old fragments out, its new
 // ones in); an index the compaction did not rewrite keeps its bitmap,
 // whose old fragment ids then cover nothing. With stable row ids there is
 // nothing to rewrite: every bitmap is remapped in place. A group only
@@ -562,7 +562,10 @@ func (a *applier) rewriteIndices(list []*lancepb.IndexMetadata, op *lancepb.Tran
 		case done[old]:
 			return nil, a.invalid("index %s is rewritten twice", uuidString([]byte(old)))
 		case !ok:
-			return nil, a.invalid("the rewrite refers to index %s, which does not exist", uuidString([]byte(old)))
+			// Removed since the compaction was planned (a dropped column
+			// took it along): nothing to remap, as in Lance since 2026.
+			done[old] = true
+			continue
 		}
 		done[old] = true
 		idx := proto.CloneOf(out[j])
