@@ -121,9 +121,8 @@ const (
 	Reason_INTERNAL Reason = 12
 	// The dataset is published for a reader that cannot read the result:
 	// a DataOverlay on a dataset that serves Lance 8 (LanceDB 0.31 has no
-	// overlay code, so it would read stale base values or fail), or a
-	// CreateIndex on a published dataset (cellguard does not keep index
-	// coverage consistent with later rewrites). Never retryable.
+	// overlay code, so it would read stale base values or fail). Never
+	// retryable.
 	Reason_UNSUPPORTED_BY_READERS Reason = 13
 	// The stager (the Lance REST namespace) verified the client's proposed
 	// manifest against the table model and found it different; the
