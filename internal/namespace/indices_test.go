@@ -29,7 +29,7 @@ type indexStep struct {
 }
 
 // TestLanceDBIndexLifecycle drives an indexed table through the namespace
-// with LanceDB 0.31 — btree, bitmap, FTS and IVF-PQ indices, an add and a
+// with each LanceDB judge — btree, bitmap, FTS and IVF-PQ indices, an add and a
 // delete and an update after indexing, optimize() (compaction and index
 // merging), a tag and a checkout by tag, an index replaced and one
 // dropped, a restore — and the same steps on a local LanceDB directory.
@@ -38,10 +38,17 @@ type indexStep struct {
 // exists), a bitmap-filtered one, an FTS and a vector search; through
 // cellguard every answer, version and index statistic is the local one.
 func TestLanceDBIndexLifecycle(t *testing.T) {
+	lancedbtest.Each(t, testIndexLifecycle)
+}
+
+func testIndexLifecycle(t *testing.T, lv lancedbtest.Version) {
+	if lv.Name == lancedbtest.Lance12.Name {
+		t.Skip("LanceDB 0.39 cannot create a table through the namespace yet (its create ends in 'commit result unknown'); this subtest runs once the Lance 12 namespace protocol lands")
+	}
 	e := newEnv(t, envOptions{})
 	var got, local struct{ Steps []indexStep }
-	lancedbtest.Run(t, lancedbtest.Prelude+indicesJS, map[string]any{"uri": e.url, "table": "ix"}, &got)
-	lancedbtest.Run(t, lancedbtest.Prelude+indicesJS, map[string]any{"dir": t.TempDir(), "table": "ix"}, &local)
+	lv.Run(t, lancedbtest.Prelude+indicesJS, map[string]any{"uri": e.url, "table": "ix"}, &got)
+	lv.Run(t, lancedbtest.Prelude+indicesJS, map[string]any{"dir": t.TempDir(), "table": "ix"}, &local)
 	if len(got.Steps) != len(local.Steps) || len(got.Steps) == 0 {
 		t.Fatalf("%d steps through cellguard, %d locally", len(got.Steps), len(local.Steps))
 	}
