@@ -15,7 +15,7 @@ import (
 // commit is N+1. The adoption must name the location it was read from,
 // and the dataset serves Lance 8 readers (LanceDB keeps reading it).
 func (s *state) adopt(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
-	m, raw, _, err := declog.AdoptionOf(txn)
+	m, raw, rawIndices, _, err := declog.AdoptionOf(txn)
 	if err != nil {
 		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
 	}
@@ -33,6 +33,7 @@ func (s *state) adopt(txn *lancepb.Transaction, rec *cellguardpb.Decision) (verd
 	rec.Version = m.Version()
 	rec.DatasetConfig = cfg
 	rec.AdoptedManifest = raw
+	rec.AdoptedIndexSection = rawIndices
 	opts := proto.MarshalOptions{Deterministic: true}
 	if rec.Transaction, err = opts.Marshal(txn); err != nil {
 		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode adoption: %v", err)

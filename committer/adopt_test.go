@@ -19,7 +19,7 @@ func adoptionTxn(t *testing.T, id string, v uint64) *lancepb.Transaction {
 	if err := declog.SetConfig(txn, &cellguardpb.DatasetConfig{Location: "/tmp/adopted.lance"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := declog.SetAdoption(txn, m); err != nil {
+	if err := declog.SetAdoption(txn, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	return txn

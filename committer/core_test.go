@@ -92,7 +92,7 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 		case k < 9:
 			txn = overlayTxn(t, newUUID(), rv)
 		default:
-			txn = indexTxn(newUUID(), rv)
+			txn = indexTxn(t, newUUID(), rv)
 		}
 		decide(txn, rng.IntN(8) != 0)
 	}

@@ -115,7 +115,7 @@
 // needs their contents treats them as changed.
 //
 // A dataset's configuration (declog.Config) is part of its state:
-// datasets published for Lance 8 readers reject DataOverlay, and
-// published datasets reject CreateIndex (readers.go); an adoption starts
-// a dataset at a Lance table's version (adopt.go).
+// datasets published for Lance 8 readers reject DataOverlay
+// (readers.go); an adoption starts a dataset at a Lance table's version,
+// with its index section (adopt.go).
 package committer

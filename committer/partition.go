@@ -434,7 +434,7 @@ func oneDataset(items []item) bool {
 func (p *partition) stop(unpin bool) {
 	p.cancel()
 	<-p.done
-	if !unpin {
+	if !unpin || p.cons == nil { // nil: the consumer was never reached
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -29,20 +29,15 @@ func servesLance8(cfg *cellguardpb.DatasetConfig) bool {
 //   - DataOverlay on a dataset serving Lance 8: LanceDB 0.31 has no
 //     overlay code, so a published version with overlays is unreadable
 //     (reader flag 64) or, without the flag, read with stale base values.
-//   - CreateIndex on a published dataset: cellguard does not prune an
-//     index's fragment coverage when later operations rewrite the indexed
-//     values, so LanceDB could answer from an index over values that are
-//     gone. Only cellguard-only datasets (not published) may carry one.
+//
+// CreateIndex is never refused here: every version carries its index
+// section, kept as Lance keeps it (table.Apply), and published with it.
 func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
 	switch {
 	case op == table.OpDataOverlay && servesLance8(cfg):
 		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
 			"dataset is published for Lance 8 readers (readers=lance8), which cannot read data overlays; "+
 				"write the column with a DataReplacement or an Update (REWRITE_COLUMNS) instead")
-	case op == table.OpCreateIndex && cfg.GetLocation() != "":
-		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
-			"dataset is published to %s; cellguard does not keep index coverage consistent with later commits, "+
-				"so published datasets carry no indices", cfg.GetLocation())
 	}
 	return nil
 }

@@ -26,18 +26,24 @@ func overlayTxn(t *testing.T, id string, rv uint64) *lancepb.Transaction {
 		}}}}}
 }
 
-func indexTxn(id string, rv uint64) *lancepb.Transaction {
+func indexTxn(t *testing.T, id string, rv uint64) *lancepb.Transaction {
+	t.Helper()
+	bm, err := roaring.BitmapOf(0).ToBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &lancepb.Transaction{ReadVersion: rv, Uuid: id, Operation: &lancepb.Transaction_CreateIndex_{
 		CreateIndex: &lancepb.Transaction_CreateIndex{NewIndices: []*lancepb.IndexMetadata{{
-			Uuid: &lancepb.UUID{Uuid: make([]byte, 16)}, Fields: []int32{0}, Name: "x_idx", DatasetVersion: rv,
+			Uuid: &lancepb.UUID{Uuid: make([]byte, 16)}, Fields: []int32{0}, Name: "x_idx", DatasetVersion: rv, FragmentBitmap: bm,
 		}}}}}
 }
 
 // TestReadersRejectWhatLance8CannotRead: on a dataset published for Lance
-// 8, DataOverlay and CreateIndex are rejected for good with
-// UNSUPPORTED_BY_READERS; the configuration comes from the creating
-// record, with defaults (readers lance8, storage 2.1, location under the
-// lance root); a dataset without a location keeps both operations.
+// 8, DataOverlay is rejected for good with UNSUPPORTED_BY_READERS, and
+// CreateIndex commits on every dataset; the configuration comes from the
+// creating record, with defaults (readers lance8, storage 2.1, location
+// under the lance root); a dataset without a location keeps both
+// operations.
 func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -46,9 +52,9 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 		overlay   bool // overlay allowed
 		index     bool // index allowed
 	}{
-		{name: "lance8", cfg: &cellguardpb.DatasetConfig{Location: "/tmp/x.lance"}},
-		{name: "lance-root", lanceRoot: "/srv/lance"},
-		{name: "cellguard-readers", cfg: &cellguardpb.DatasetConfig{Location: "/tmp/x.lance", Readers: cellguardpb.Readers_READERS_CELLGUARD}, overlay: true},
+		{name: "lance8", cfg: &cellguardpb.DatasetConfig{Location: "/tmp/x.lance"}, index: true},
+		{name: "lance-root", lanceRoot: "/srv/lance", index: true},
+		{name: "cellguard-readers", cfg: &cellguardpb.DatasetConfig{Location: "/tmp/x.lance", Readers: cellguardpb.Readers_READERS_CELLGUARD}, overlay: true, index: true},
 		{name: "unpublished", overlay: true, index: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,7 +66,7 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			vs := decideAll(t, st, h, create, overlayTxn(t, newUUID(), 1), indexTxn(newUUID(), 1))
+			vs := decideAll(t, st, h, create, overlayTxn(t, newUUID(), 1), indexTxn(t, newUUID(), 1))
 			cfg := vs[0].rec.GetDatasetConfig()
 			switch {
 			case tc.lanceRoot != "" && cfg.GetLocation() != "/srv/lance/ds.lance":

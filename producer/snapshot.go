@@ -25,6 +25,11 @@ func (s *Snapshot) Dataset() string { return s.dataset }
 // Version returns the version number.
 func (s *Snapshot) Version() uint64 { return s.m.Version() }
 
+// Indices returns the index segments of the snapshot's version, in the
+// order of its index section (table.Manifest.Indices). Callers must not
+// modify them.
+func (s *Snapshot) Indices() []*lancepb.IndexMetadata { return s.m.Indices() }
+
 // Manifest returns the manifest of the version.
 func (s *Snapshot) Manifest() *table.Manifest { return s.m }
 

@@ -36,7 +36,8 @@ import (
 //   - version = head+1, tag = the transaction's tag (as Lance does);
 //   - timestamp, writer_version, transaction_file, transaction_section,
 //     index_section and version_aux_data are cleared: the committer stamps
-//     them when it writes the manifest file;
+//     them when it writes the manifest file (the index list itself is
+//     Indices, written as the file's index section);
 //   - max_fragment_id, next_row_id, reader/writer feature flags, schema,
 //     schema metadata, config, table metadata and base paths follow Lance.
 //
@@ -81,13 +82,17 @@ import (
 //     storage format (see CreateOptions); on an existing table an Overwrite
 //     keeps the storage format (Lance can switch it on request);
 //     transaction-file writes disabled (flag 32) is carried from head.
-//   - Index metadata lives in the manifest file's index section, which Apply
-//     does not model: CreateIndex is checked and yields the next manifest
-//     with the same fragments, and the pruning or remapping of index
-//     fragment bitmaps that other operations make in Lance (Update,
-//     DataReplacement, Rewrite, Merge, Project, Overwrite) is left to
-//     whoever keeps the index section. Feature flags from 128 up, which
-//     depend on it, are carried from head.
+//   - The index section (Manifest.Indices) follows Lance 8 or Lance 12
+//     (IndexRules, from the writer of the manifest the table started
+//     from; apply_indices.go). Lance's commit-time repair of index
+//     coverage, which opens the index files (migrate_indices), is not
+//     carried out: a new index without a fragment bitmap, or one whose
+//     fragments a live segment of the same name covers already, is
+//     refused. DataReplacement, DataOverlay and a Merge that rewrites an
+//     indexed column's file take the rewritten fragments out of the
+//     indices on those columns (Lance 8 leaves them to the conflict
+//     check). Rewrite's fragment-reuse index is not on the wire and is
+//     never added. Feature flags from 128 up are carried from head.
 //   - Delete and Update post-images are applied as deltas (above); Lance
 //     installs them whole.
 //   - Restore does not move next_row_id back (Lance restores the old
@@ -141,6 +146,9 @@ func apply(ctx context.Context, head *Manifest, txn *lancepb.Transaction, older 
 	}
 	a.raw = raw
 	if err := a.apply(ctx, older); err != nil {
+		return nil, err
+	}
+	if err := a.applyIndices(); err != nil {
 		return nil, err
 	}
 	return a.finish()

@@ -21,6 +21,10 @@ type Builder struct {
 	top    topFields
 	schema *Schema
 	frags  fragmentList
+	// indices is the index list of the manifest being built; the slice is
+	// replaced, never modified in place (apply_indices.go).
+	indices []*lancepb.IndexMetadata
+	rules   IndexRules
 }
 
 // Edit starts building a manifest from m.
@@ -30,7 +34,7 @@ func (m *Manifest) Edit() *Builder {
 }
 
 func (m *Manifest) edit() Builder {
-	return Builder{base: m.header, top: m.top, schema: m.schema, frags: m.frags}
+	return Builder{base: m.header, top: m.top, schema: m.schema, frags: m.frags, indices: m.indices, rules: m.rules}
 }
 
 // Header returns the header of the manifest being built, for modification.
@@ -249,7 +253,7 @@ func (b *Builder) renumber() {
 
 // Build returns the new manifest.
 func (b *Builder) Build() *Manifest {
-	m := &Manifest{header: b.nested(), top: *b.fields(), schema: b.schema, frags: b.frags}
+	m := &Manifest{header: b.nested(), top: *b.fields(), schema: b.schema, frags: b.frags, indices: b.indices, rules: b.rules}
 	b.base, b.header = m.header, nil // m is immutable: a later Header copies again
 	return m
 }

@@ -125,8 +125,19 @@ func (c *checker) checkCreateIndex() (Conflict, error) {
 		if anyIndexNamed(ours.GetNewIndices(), memWALIndexName) {
 			return c.retry(nil, "the MemWAL index validates the schema a concurrent Merge replaced"), nil
 		}
+		if v, clash := c.createIndexVsSchema(ours, c.theirs.GetMerge().GetSchema()); clash {
+			return v, nil
+		}
+		return c.ok(), nil
+	case OpProject:
+		if v, clash := c.createIndexVsSchema(ours, c.theirs.GetProject().GetSchema()); clash {
+			return v, nil
+		}
 		return c.ok(), nil
 	case OpRewrite:
+		if v, clash := c.removedVsRewrite(ours); clash {
+			return v, nil
+		}
 		old := newFragSet(rewriteOldIDs(c.theirs.GetRewrite()))
 		return c.indexesVsRewrite(ours.GetNewIndices(), old, "a concurrent Rewrite")
 	case OpDataReplacement:
@@ -269,6 +280,9 @@ func (c *checker) checkRewrite() (Conflict, error) {
 			return c.retry(x, "fragments %v that Rewrite compacts were %s by a concurrent %s", x, what, c.theirsOp)
 		}
 		return c.ok()
+	}
+	if v, clash := c.rewriteVsIndexChange(); clash {
+		return v, nil
 	}
 	switch c.theirsOp {
 	case OpDelete, OpUpdate:

@@ -4,7 +4,8 @@
 //
 // A Lance dataset is a sequence of versions. Each version is a manifest:
 // a schema (fields with ids), an ordered list of fragments, and a header
-// (version number, next row id, config, indexes, base paths). A fragment
+// (version number, next row id, config, base paths), and beside it the
+// index section. A fragment
 // is a run of rows stored in one or more data files; each data file holds
 // some fields, by field id and column index. A fragment may also carry a
 // deletion file (the physical offsets deleted, as a roaring bitmap) and
@@ -26,6 +27,9 @@
 // It replays real Lance histories byte for byte (see testdata/lance): a
 // manifest is a value, so the committer's decision and every reader's
 // replay of the decision log (internal/declog) produce the same version.
+// Each version also carries its index section ([Manifest.Indices]): the
+// index segments, the fields they index and the fragments they cover,
+// which Apply edits as Lance does for every operation (apply_indices.go).
 // A Restore needs an older version; [Versions] supplies it (the only I/O
 // Apply can cause, bounded by its ctx). Manifests are
 // immutable and share unchanged fragments, so a window of versions costs

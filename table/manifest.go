@@ -19,6 +19,10 @@ type Manifest struct {
 	top    topFields         // the top-level header fields of this version, over header's (header.go)
 	schema *Schema
 	frags  fragmentList
+	// indices is the version's index section in Lance's order; shared
+	// between versions, never modified (apply_indices.go).
+	indices []*lancepb.IndexMetadata
+	rules   IndexRules // whose index rules Apply follows
 }
 
 // fragmentList keeps fragments in scan order with lookup by id. Scan order is
@@ -79,7 +83,7 @@ func FromProto(pb *lancepb.Manifest) (*Manifest, error) {
 	}
 	header := proto.CloneOf(pb)
 	header.Fields, header.Fragments = nil, nil
-	m := &Manifest{header: header, top: topOf(header), schema: schema}
+	m := &Manifest{header: header, top: topOf(header), schema: schema, rules: rulesOf(header.GetWriterVersion())}
 	for i, f := range pb.GetFragments() {
 		if _, dup := m.frags.byID.Get(f.GetId()); dup {
 			return nil, errorf("decode manifest", ErrMalformed, "duplicate fragment id %d at position %d", f.GetId(), i)

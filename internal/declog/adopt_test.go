@@ -23,10 +23,10 @@ func TestReplayAdoption(t *testing.T) {
 	}
 	txn := &lancepb.Transaction{Uuid: "00000000-0000-4000-8000-000000000005",
 		Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: schema}}}
-	if err := declog.SetAdoption(txn, adopted); err != nil {
+	if err := declog.SetAdoption(txn, adopted, nil); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, ok, err := declog.AdoptionOf(txn); !ok || err != nil || m.Version() != 5 {
+	if m, _, _, ok, err := declog.AdoptionOf(txn); !ok || err != nil || m.Version() != 5 {
 		t.Fatalf("AdoptionOf = %v, %v, %v", m, ok, err)
 	}
 	tb, _ := proto.Marshal(txn)
@@ -52,7 +52,7 @@ func TestReplayAdoption(t *testing.T) {
 		t.Error("adoption recording another version than its manifest: no error")
 	}
 	bad := &lancepb.Transaction{TransactionProperties: map[string]string{declog.AdoptProperty: "not base64!"}}
-	if _, _, ok, err := declog.AdoptionOf(bad); !ok || !errors.Is(err, declog.ErrMalformedRecord) {
+	if _, _, _, ok, err := declog.AdoptionOf(bad); !ok || !errors.Is(err, declog.ErrMalformedRecord) {
 		t.Errorf("AdoptionOf(undecodable) = %v, %v", ok, err)
 	}
 }

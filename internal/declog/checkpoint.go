@@ -161,6 +161,15 @@ func decodeCheckpoint(b []byte) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	if raw := pb.GetIndexSection(); raw != nil || pb.GetIndexRules() != 0 {
+		s := &lancepb.IndexSection{}
+		if err := proto.Unmarshal(raw, s); err != nil {
+			return Checkpoint{}, err
+		}
+		if m, err = m.WithIndices(s, table.IndexRules(pb.GetIndexRules())); err != nil {
+			return Checkpoint{}, err
+		}
+	}
 	cp := Checkpoint{Dataset: pb.GetDataset(), Version: pb.GetVersion(), DecSeq: pb.GetLastDecSeq(), TxnSeq: pb.GetLastTxnSeq(), Manifest: m}
 	if pb.GetHasLogState() {
 		u := pb.GetDecidedUuids()
@@ -192,7 +201,13 @@ func (l *Log) WriteCheckpoint(ctx context.Context, cp Checkpoint) error {
 		return fmt.Errorf("declog: encode checkpoint: %w", err)
 	}
 	v := cp.Manifest.Version()
-	pb := &cellguardpb.Checkpoint{Dataset: cp.Dataset, Version: v, Manifest: mb, LastDecSeq: cp.DecSeq, LastTxnSeq: cp.TxnSeq}
+	pb := &cellguardpb.Checkpoint{Dataset: cp.Dataset, Version: v, Manifest: mb, LastDecSeq: cp.DecSeq, LastTxnSeq: cp.TxnSeq,
+		IndexRules: uint32(cp.Manifest.IndexRules())}
+	if s := cp.Manifest.IndexSection(); s != nil {
+		if pb.IndexSection, err = (proto.MarshalOptions{Deterministic: true}).Marshal(s); err != nil {
+			return fmt.Errorf("declog: encode checkpoint: %w", err)
+		}
+	}
 	if ls := cp.Log; ls != nil {
 		pb.HasLogState, pb.DecidedIds, pb.IndexFirst, pb.IndexSeqs = true, ls.IDs, ls.IndexFirst, ls.IndexSeqs
 		pb.DecidedUuids = make([]byte, 0, 16*len(ls.UUIDs))

@@ -2,7 +2,8 @@ package declog
 
 // encode.go writes a decision record's body with protowire instead of
 // reflection, for the records deciding writes by the thousand: those
-// with no violation, no dataset configuration and no adopted manifest.
+// with no violation, no dataset configuration and no adopted manifest
+// (or index section).
 // The bytes are exactly proto.Marshal's (its order is by field number, and
 // a Decision has no map); TestEncodeMatchesMarshal checks it on generated
 // records. Anything else, a string that is not UTF-8 included (Marshal
@@ -37,7 +38,7 @@ const (
 // plainDecision reports whether d has only the fields appendDecision
 // writes, with valid strings.
 func plainDecision(d *cellguardpb.Decision) bool {
-	return d != nil && len(d.Violations) == 0 && d.DatasetConfig == nil && len(d.AdoptedManifest) == 0 &&
+	return d != nil && len(d.Violations) == 0 && d.DatasetConfig == nil && len(d.AdoptedManifest) == 0 && len(d.AdoptedIndexSection) == 0 &&
 		len(d.ProtoReflect().GetUnknown()) == 0 &&
 		utf8.ValidString(d.Dataset) && utf8.ValidString(d.TxnUuid) &&
 		utf8.ValidString(d.Message) && utf8.ValidString(d.ConflictTxnUuid)

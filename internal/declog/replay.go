@@ -47,7 +47,7 @@ func replayAdoption(m *table.Manifest, r Record, raw []byte) (*table.Manifest, *
 	if m != nil || !r.Committed() {
 		return nil, nil, fmt.Errorf("declog: log of %s: record %d: %w: an adoption that is not the dataset's first committed record", r.Dataset, r.Seq, ErrMalformedRecord)
 	}
-	next, err := adopted(raw)
+	next, err := adopted(raw, r.Decision.GetAdoptedIndexSection())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -33,7 +33,8 @@ var (
 // Adoption is the latest version of a Lance table, checked for adoption.
 type Adoption struct {
 	Manifest *lancepb.Manifest
-	Txn      *lancepb.Transaction // the transaction Lance committed at Manifest.version
+	Indices  *lancepb.IndexSection // the version's index section; nil if it has none
+	Txn      *lancepb.Transaction  // the transaction Lance committed at Manifest.version
 }
 
 // ReadAdoption reads the latest version of the Lance table at loc and
@@ -80,19 +81,23 @@ func ReadAdoption(ctx context.Context, loc *Location) (*Adoption, error) {
 	if txn.GetUuid() == "" {
 		return nil, fmt.Errorf("%w: version %d has no transaction (neither inline nor in _transactions/)", ErrCannotAdopt, latest)
 	}
-	if _, err := table.FromProto(f.Manifest); err != nil {
+	if _, err := table.FromFile(f); err != nil {
 		return nil, fmt.Errorf("publish: adopt %s version %d: %w", loc.URL, latest, err)
 	}
 	m := proto.CloneOf(f.Manifest)
 	m.IndexSection, m.TransactionSection = nil, nil
-	return &Adoption{Manifest: m, Txn: txn}, nil
+	var indices *lancepb.IndexSection
+	if len(f.Indexes.GetIndices()) > 0 {
+		indices = f.Indexes
+	}
+	return &Adoption{Manifest: m, Indices: indices, Txn: txn}, nil
 }
 
 // adoptable refuses what cellguard cannot carry on exactly.
 func adoptable(f *table.ManifestFile) error {
 	m := f.Manifest
-	if n := len(f.Indexes.GetIndices()); n > 0 || m.IndexSection != nil && f.Indexes == nil {
-		return fmt.Errorf("%w: the table has %d index(es) (%s); cellguard does not prune index coverage when it rewrites fragments, so LanceDB could answer from an index over values that are gone — drop the indices first", ErrCannotAdopt, n, indexNames(f.Indexes))
+	if err := adoptableIndices(f.Indexes); err != nil {
+		return err
 	}
 	flags := m.GetReaderFeatureFlags() | m.GetWriterFeatureFlags()
 	if unknown := flags &^ knownFlags; unknown != 0 {
@@ -128,12 +133,39 @@ func adoptable(f *table.ManifestFile) error {
 	return nil
 }
 
-func indexNames(s *lancepb.IndexSection) string {
-	var names []string
+// adoptableIndices refuses, by name, the index segments cellguard cannot
+// carry on as Lance would: one without a fragment bitmap (Lance opens the
+// index to learn its coverage), one whose files live under another base,
+// two segments of one name covering the same fragment (Lance repairs
+// those by reopening the index), and the system indices whose state
+// cellguard does not model (fragment reuse, MemWAL).
+func adoptableIndices(s *lancepb.IndexSection) error {
+	covered := map[string]*roaring.Bitmap{}
 	for _, ix := range s.GetIndices() {
-		names = append(names, ix.GetName())
+		name := ix.GetName()
+		switch {
+		case name == "__lance_frag_reuse":
+			return fmt.Errorf("%w: index %q (compaction with deferred index remapping) is not supported; run optimize() with index remapping first", ErrCannotAdopt, name)
+		case name == "__lance_mem_wal":
+			return fmt.Errorf("%w: index %q (MemWAL) is not supported", ErrCannotAdopt, name)
+		case len(ix.GetFragmentBitmap()) == 0:
+			return fmt.Errorf("%w: index %q has no fragment bitmap (written by an old Lance); rebuild it with createIndex(replace) first", ErrCannotAdopt, name)
+		case ix.BaseId != nil:
+			return fmt.Errorf("%w: index %q has files under an external base path", ErrCannotAdopt, name)
+		}
+		bm, err := table.DecodeBitmap(ix.GetFragmentBitmap())
+		if err != nil {
+			return fmt.Errorf("publish: adopt: index %q: %w", name, err)
+		}
+		if prev := covered[name]; prev != nil && prev.Intersects(bm) {
+			return fmt.Errorf("%w: segments of index %q cover the same fragments %v", ErrCannotAdopt, name, roaring.And(prev, bm).ToArray())
+		} else if prev != nil {
+			prev.Or(bm)
+		} else {
+			covered[name] = bm
+		}
 	}
-	return strings.Join(names, ", ")
+	return nil
 }
 
 func keys(m map[string]bool) []string {
@@ -177,7 +209,7 @@ func Adopt(ctx context.Context, pc *producer.Client, ds, location string) (uint6
 	if err := declog.SetConfig(txn, cfg); err != nil {
 		return 0, err
 	}
-	if err := declog.SetAdoption(txn, a.Manifest); err != nil {
+	if err := declog.SetAdoption(txn, a.Manifest, a.Indices); err != nil {
 		return 0, err
 	}
 	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -183,10 +184,29 @@ func TestAdoptRefusals(t *testing.T) {
 	lancedbtest.Run(t, lancedbtest.Prelude+createTableJS, map[string]any{
 		"dir": root, "table": "t", "first": lanceRows(m, span(0, 3)), "second": lanceRows(m, span(3, 3)), "index": true,
 	}, &created)
-	_, err := publish.Adopt(ctx, e.pc, "a", filepath.Join(root, "t.lance"))
+	// Its index is carried (TestLanceDBUsesPublishedIndices); one without a
+	// fragment bitmap, which only reopening the index could tell, is not.
+	tdir := filepath.Join(root, "t.lance")
+	mpath := filepath.Join(tdir, "_versions", table.ManifestFileName(created.Version, true))
+	raw, err := os.ReadFile(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := table.ReadManifestFile(raw)
+	if err != nil || len(f.Indexes.GetIndices()) != 1 {
+		t.Fatalf("LanceDB's indexed version: %v, %v", f, err)
+	}
+	f.Indexes.Indices[0].FragmentBitmap = nil
+	if raw, err = table.WriteManifestFile(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = publish.Adopt(ctx, e.pc, "a", tdir)
 	t.Logf("index refusal: %v", err)
-	if !errors.Is(err, publish.ErrCannotAdopt) {
-		t.Errorf("table with an index: %v, want ErrCannotAdopt", err)
+	if !errors.Is(err, publish.ErrCannotAdopt) || !strings.Contains(err.Error(), `"id_idx"`) {
+		t.Errorf("table with an index without fragment bitmap: %v, want ErrCannotAdopt naming id_idx", err)
 	}
 
 	// Nothing was staged or committed for "a".

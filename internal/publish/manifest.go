@@ -55,7 +55,8 @@ var ErrUnpublishable = errors.New("publish: version cannot be published as Lance
 // txn: the manifest with everything a Lance reader needs (storage
 // version, writer version, feature flags, the transaction file's name,
 // schema, fragments, next_row_id, timestamp) and the transaction inline,
-// as LanceDB 8 writes it. storageVersion applies when the manifest has no
+// as LanceDB 8 writes it, and the version's index section first, where
+// Lance puts it (none when the version has no index). storageVersion applies when the manifest has no
 // data_format of its own.
 func ManifestFile(m *table.Manifest, txn *lancepb.Transaction, storageVersion string, now time.Time) (*table.ManifestFile, error) {
 	if txn == nil || txn.GetUuid() == "" {
@@ -76,7 +77,7 @@ func ManifestFile(m *table.Manifest, txn *lancepb.Transaction, storageVersion st
 	pb.WriterVersion = writerVersion
 	pb.Timestamp = timestamppb.New(now)
 	pb.TransactionFile = table.TransactionFileName(txn.GetReadVersion(), txn.GetUuid())
-	return &table.ManifestFile{Manifest: pb, Transaction: txn}, nil
+	return &table.ManifestFile{Manifest: pb, Transaction: txn, Indexes: m.IndexSection()}, nil
 }
 
 // featureFlags returns the flags pb needs: the ones it already carries

@@ -121,9 +121,8 @@ const (
 	Reason_INTERNAL Reason = 12
 	// The dataset is published for a reader that cannot read the result:
 	// a DataOverlay on a dataset that serves Lance 8 (LanceDB 0.31 has no
-	// overlay code, so it would read stale base values or fail), or a
-	// CreateIndex on a published dataset (cellguard does not keep index
-	// coverage consistent with later rewrites). Never retryable.
+	// overlay code, so it would read stale base values or fail). Never
+	// retryable.
 	Reason_UNSUPPORTED_BY_READERS Reason = 13
 	// The stager (the Lance REST namespace) verified the client's proposed
 	// manifest against the table model and found it different; the
@@ -471,8 +470,11 @@ type Decision struct {
 	// Lance version, which becomes the dataset's first state; version is
 	// that manifest's version. Only a dataset's first record may carry it.
 	AdoptedManifest []byte `protobuf:"bytes,15,opt,name=adopted_manifest,json=adoptedManifest,proto3" json:"adopted_manifest,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Adoption only: the cellguard.lance.IndexSection bytes of the adopted
+	// version (absent when it has no index).
+	AdoptedIndexSection []byte `protobuf:"bytes,16,opt,name=adopted_index_section,json=adoptedIndexSection,proto3" json:"adopted_index_section,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -610,6 +612,13 @@ func (x *Decision) GetAdoptedManifest() []byte {
 	return nil
 }
 
+func (x *Decision) GetAdoptedIndexSection() []byte {
+	if x != nil {
+		return x.AdoptedIndexSection
+	}
+	return nil
+}
+
 // Checkpoint is a full manifest at a version, written to the object store
 // every K versions; start-up loads the latest and replays the log tail.
 type Checkpoint struct {
@@ -632,8 +641,14 @@ type Checkpoint struct {
 	DecidedUuids []byte   `protobuf:"bytes,7,opt,name=decided_uuids,json=decidedUuids,proto3" json:"decided_uuids,omitempty"`
 	DecidedIds   []string `protobuf:"bytes,8,rep,name=decided_ids,json=decidedIds,proto3" json:"decided_ids,omitempty"`
 	// The log sequence of each committed version from index_first on.
-	IndexFirst    uint64   `protobuf:"varint,9,opt,name=index_first,json=indexFirst,proto3" json:"index_first,omitempty"`
-	IndexSeqs     []uint64 `protobuf:"varint,10,rep,packed,name=index_seqs,json=indexSeqs,proto3" json:"index_seqs,omitempty"`
+	IndexFirst uint64   `protobuf:"varint,9,opt,name=index_first,json=indexFirst,proto3" json:"index_first,omitempty"`
+	IndexSeqs  []uint64 `protobuf:"varint,10,rep,packed,name=index_seqs,json=indexSeqs,proto3" json:"index_seqs,omitempty"`
+	// cellguard.lance.IndexSection bytes of the manifest's indices (absent
+	// when it has none).
+	IndexSection []byte `protobuf:"bytes,11,opt,name=index_section,json=indexSection,proto3" json:"index_section,omitempty"`
+	// Whose rules the table's index list follows (table.IndexRules); 0 is
+	// Lance 8's.
+	IndexRules    uint32 `protobuf:"varint,12,opt,name=index_rules,json=indexRules,proto3" json:"index_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -738,6 +753,20 @@ func (x *Checkpoint) GetIndexSeqs() []uint64 {
 	return nil
 }
 
+func (x *Checkpoint) GetIndexSection() []byte {
+	if x != nil {
+		return x.IndexSection
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetIndexRules() uint32 {
+	if x != nil {
+		return x.IndexRules
+	}
+	return 0
+}
+
 var File_decision_proto protoreflect.FileDescriptor
 
 const file_decision_proto_rawDesc = "" +
@@ -756,7 +785,7 @@ const file_decision_proto_rawDesc = "" +
 	"\vsample_rows\x18\x05 \x03(\rR\n" +
 	"sampleRows\x12'\n" +
 	"\x0fculprit_version\x18\x06 \x01(\x04R\x0eculpritVersion\x12(\n" +
-	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\xd2\x04\n" +
+	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\x86\x05\n" +
 	"\bDecision\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
 	"\btxn_uuid\x18\x02 \x01(\tR\atxnUuid\x12/\n" +
@@ -775,7 +804,8 @@ const file_decision_proto_rawDesc = "" +
 	"\x10conflict_version\x18\f \x01(\x04R\x0fconflictVersion\x12*\n" +
 	"\x11conflict_txn_uuid\x18\r \x01(\tR\x0fconflictTxnUuid\x12B\n" +
 	"\x0edataset_config\x18\x0e \x01(\v2\x1b.cellguard.v1.DatasetConfigR\rdatasetConfig\x12)\n" +
-	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\"\xca\x02\n" +
+	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\x122\n" +
+	"\x15adopted_index_section\x18\x10 \x01(\fR\x13adoptedIndexSection\"\x90\x03\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x18\n" +
@@ -793,7 +823,10 @@ const file_decision_proto_rawDesc = "" +
 	"indexFirst\x12\x1d\n" +
 	"\n" +
 	"index_seqs\x18\n" +
-	" \x03(\x04R\tindexSeqs*d\n" +
+	" \x03(\x04R\tindexSeqs\x12#\n" +
+	"\rindex_section\x18\v \x01(\fR\findexSection\x12\x1f\n" +
+	"\vindex_rules\x18\f \x01(\rR\n" +
+	"indexRules*d\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMMITTED\x10\x01\x12\x14\n" +

@@ -399,8 +399,10 @@ func (x *BasePath) GetPath() string {
 	return ""
 }
 
-// IndexMetadata describes one index segment. The committer only reads fields
-// and fragment_bitmap; the rest rides along.
+// IndexMetadata describes one index segment: the fields it indexes, the
+// fragments it covers (fragment_bitmap) and the files it is made of. The
+// table model edits uuid, fragment_bitmap and files as Lance does; the rest
+// rides along.
 type IndexMetadata struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Uuid           *UUID                  `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
@@ -528,11 +530,13 @@ func (x *IndexMetadata) GetCoveringFields() []int32 {
 
 // IndexFile is one file of an index segment and its size.
 type IndexFile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	SizeBytes     uint64                 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Path      string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	SizeBytes uint64                 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Size of the file's metadata, for files whose readers want it up front.
+	FileMetadataSizeBytes uint64 `protobuf:"varint,3,opt,name=file_metadata_size_bytes,json=fileMetadataSizeBytes,proto3" json:"file_metadata_size_bytes,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *IndexFile) Reset() {
@@ -575,6 +579,13 @@ func (x *IndexFile) GetPath() string {
 func (x *IndexFile) GetSizeBytes() uint64 {
 	if x != nil {
 		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *IndexFile) GetFileMetadataSizeBytes() uint64 {
+	if x != nil {
+		return x.FileMetadataSizeBytes
 	}
 	return 0
 }
@@ -1435,11 +1446,12 @@ const file_table_proto_rawDesc = "" +
 	"\x0e_index_versionB\r\n" +
 	"\v_created_atB\n" +
 	"\n" +
-	"\b_base_id\">\n" +
+	"\b_base_id\"w\n" +
 	"\tIndexFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\"H\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x127\n" +
+	"\x18file_metadata_size_bytes\x18\x03 \x01(\x04R\x15fileMetadataSizeBytes\"H\n" +
 	"\fIndexSection\x128\n" +
 	"\aindices\x18\x01 \x03(\v2\x1e.cellguard.lance.IndexMetadataR\aindices\"\x93\x06\n" +
 	"\fDataFragment\x12\x0e\n" +
