@@ -34,8 +34,9 @@ func (pd *pageDecoder) unsupported(name string) error {
 	return &UnsupportedEncodingError{Name: name, Op: pd.op}
 }
 
-// decode21 decodes a 2.1 page: all-null, mini-block or full-zip, without
-// repetition, with plain or compressed values (see compress21.go).
+// decode21 decodes a 2.1 or 2.2 page: all-null (2.2: constant),
+// mini-block or full-zip, without repetition, with plain or compressed
+// values (see compress21.go).
 func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	if messageName(a) != "lance.encodings21.PageLayout" {
 		return nil, malformed(pd.op, "2.1 page encoding is a %q", a.GetTypeUrl())
@@ -49,6 +50,8 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 		return pd.miniBlock(l.GetMiniBlockLayout())
 	case l.GetFullZipLayout() != nil:
 		return pd.fullZip(l.GetFullZipLayout())
+	case l.GetAllNullLayout() != nil && pd.v22:
+		return pd.constant(l.GetAllNullLayout())
 	case l.GetAllNullLayout() != nil:
 		an := l.GetAllNullLayout()
 		if an.InlineValue != nil || len(pd.bufs) > 0 || an.GetDefCompression() != nil {

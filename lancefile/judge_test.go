@@ -24,9 +24,14 @@ var readTableJS string
 
 // TestLanceDBReadsOurFiles is the judge: a dataset whose only data file
 // our writer wrote (several pages per column, every type, nulls, all-null
-// pages) is opened by real LanceDB 0.31 (Lance 8.0), which must return
-// exactly the values written and find a row by vector search.
+// pages) is opened by real LanceDB — 0.31 (Lance 8) and 0.39 (Lance 12),
+// in every file version — which must return exactly the values written
+// and find a row by vector search.
 func TestLanceDBReadsOurFiles(t *testing.T) {
+	lancedbtest.Each(t, func(t *testing.T, judge lancedbtest.Version) { lanceDBReadsOurFiles(t, judge) })
+}
+
+func lanceDBReadsOurFiles(t *testing.T, judge lancedbtest.Version) {
 	schema := allTypes()
 	recs := []arrow.Record{
 		makeRecord(schema, 0, 500, someNulls, false),
@@ -46,7 +51,7 @@ func TestLanceDBReadsOurFiles(t *testing.T) {
 				Search []map[string]any `json:"search"`
 			}
 			vec := expectedRows(t, []arrow.Record{makeRecord(schema, probe, 1, noNulls, false)})[0]["v96"]
-			lancedbtest.Run(t, lancedbtest.Prelude+readTableJS, map[string]any{
+			judge.Run(t, lancedbtest.Prelude+readTableJS, map[string]any{
 				"dir": dir, "table": "t", "rows": fi.Rows,
 				"search": map[string]any{"column": "v96", "vector": vec, "k": 1},
 			}, &out)

@@ -25,7 +25,7 @@ const maxRows = 1 << 32
 // reports each field's Lance field id.
 const FieldIDKey = "lance:field_id"
 
-// Reader reads a Lance data file of format 2.0 or 2.1. Open checks the
+// Reader reads a Lance data file of format 2.0, 2.1 or 2.2. Open checks the
 // footer, schema and column metadata; pages are read and checked when a
 // read needs them. A Reader is safe for concurrent use if its ReaderAt is.
 type Reader struct {
@@ -66,6 +66,8 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		rd.version = V2_0
 	case major == 2 && minor == 1:
 		rd.version = V2_1
+	case major == 2 && minor == 2:
+		rd.version = V2_2
 	default:
 		return nil, &UnsupportedVersionError{Major: major, Minor: minor}
 	}
@@ -390,7 +392,7 @@ func (rd *Reader) decodePage(col, p, lo, hi int) (*column, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs}
+	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs, v22: rd.version == V2_2}
 	var c *column
 	if rd.version == V2_0 {
 		c, err = pd.decode20(enc)
@@ -429,6 +431,7 @@ type pageDecoder struct {
 	n      int // rows in the page
 	lo, hi int // rows wanted
 	bufs   [][]byte
+	v22    bool // a 2.2 page: u32 mini-block sizes, constant layouts
 	// A decoder that decodes only part of the page sets partial and the
 	// first row it decoded, base.
 	partial bool
