@@ -292,6 +292,20 @@ func (pd *pageDecoder) defLevels(e *pb21.CompressiveEncoding, b []byte, n int) (
 			return bitBuf{}, pd.unsupported("definition levels out_of_line_bitpacking(" + name21(ob.GetValues()) + ")")
 		}
 		words, err = pd.outOfLineBitpacked(b, 16, int(f.GetBitsPerValue()), n)
+	case e.GetRle() != nil:
+		r := e.GetRle()
+		vf, lf := r.GetValues().GetFlat(), r.GetRunLengths().GetFlat()
+		if vf == nil || lf == nil || vf.Data != nil || lf.Data != nil || vf.GetBitsPerValue() != 16 || !(lf.GetBitsPerValue() == 8 || lf.GetBitsPerValue() == 16 || lf.GetBitsPerValue() == 32) {
+			return bitBuf{}, pd.unsupported("definition levels rle(" + name21(r.GetValues()) + ", " + name21(r.GetRunLengths()) + ")")
+		}
+		// Run-length levels are one buffer: a u64 byte length of the
+		// values, the u16 values, then the run lengths.
+		lw := int(lf.GetBitsPerValue() / 8)
+		if len(b) < 8 || binary.LittleEndian.Uint64(b)%2 != 0 || binary.LittleEndian.Uint64(b) > uint64(len(b)-8) {
+			return bitBuf{}, malformed(pd.op, "run-length definition levels of %d bytes", len(b))
+		}
+		vb := int(binary.LittleEndian.Uint64(b))
+		words, err = pd.runLengths(b[8:8+vb], b[8+vb:], 2, lw, n)
 	default:
 		return bitBuf{}, pd.unsupported("definition levels " + name21(e))
 	}

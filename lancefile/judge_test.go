@@ -154,6 +154,20 @@ func jsonValue(a arrow.Array, i int) any {
 		return "hex:" + hex.EncodeToString(a.Value(i))
 	case *array.LargeBinary:
 		return "hex:" + hex.EncodeToString(a.Value(i))
+	case *array.Timestamp:
+		// LanceDB's JavaScript rows give timestamps in milliseconds.
+		v := float64(a.Value(i))
+		switch a.DataType().(*arrow.TimestampType).Unit {
+		case arrow.Second:
+			return v * 1000
+		case arrow.Microsecond:
+			return v / 1000
+		case arrow.Nanosecond:
+			return v / 1e6
+		}
+		return v
+	case *array.Date32:
+		return float64(a.Value(i)) * 86400000
 	case *array.FixedSizeList:
 		vals := a.ListValues()
 		d := int(a.DataType().(*arrow.FixedSizeListType).Len())
