@@ -69,16 +69,25 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	return nil, malformed(pd.op, "page layout without an arm")
 }
 
-// checkLayers accepts the single item layer of a top-level column.
+// checkLayers accepts the item layer of a top-level column, or the item
+// and struct layers of a struct's child, and sets the highest definition
+// level they allow.
 func (pd *pageDecoder) checkLayers(ls []pb21.RepDefLayer) error {
-	if len(ls) != 1 {
+	if len(ls) != max(pd.depth, 1) {
 		return pd.unsupported("repdef layers " + layersString(ls))
 	}
-	switch ls[0] {
-	case pb21.RepDefLayer_REPDEF_ALL_VALID_ITEM, pb21.RepDefLayer_REPDEF_NULLABLE_ITEM:
-		return nil
+	nullable := 0
+	for _, l := range ls {
+		switch l {
+		case pb21.RepDefLayer_REPDEF_ALL_VALID_ITEM:
+		case pb21.RepDefLayer_REPDEF_NULLABLE_ITEM:
+			nullable++
+		default:
+			return pd.unsupported("repdef layers " + layersString(ls))
+		}
 	}
-	return pd.unsupported("repdef layers " + layersString(ls))
+	pd.maxDef = max(nullable, 1)
+	return nil
 }
 
 func layersString(ls []pb21.RepDefLayer) string {
@@ -314,13 +323,13 @@ func (pd *pageDecoder) defLevels(e *pb21.CompressiveEncoding, b []byte, n int) (
 	}
 	var valid bitBuf
 	valid.grow(n)
+	maxDef := uint16(max(pd.maxDef, 1))
 	for i := range n {
-		switch binary.LittleEndian.Uint16(words[2*i:]) {
-		case 0:
+		switch l := binary.LittleEndian.Uint16(words[2*i:]); {
+		case l == 0:
 			valid.b[i/8] |= 1 << (i % 8)
-		case 1:
-		default:
-			return bitBuf{}, malformed(pd.op, "definition level %d in a top-level column", binary.LittleEndian.Uint16(words[2*i:]))
+		case l > maxDef:
+			return bitBuf{}, malformed(pd.op, "definition level %d of at most %d", l, maxDef)
 		}
 	}
 	valid.n = n

@@ -7,6 +7,7 @@ package lancefile
 
 import (
 	"encoding/binary"
+	"slices"
 
 	pb21 "cellguard/proto/lanceenc21pb"
 )
@@ -19,7 +20,7 @@ func (pd *pageDecoder) constant(l *pb21.AllNullLayout) (*column, error) {
 	if err := pd.checkLayers(l.GetLayers()); err != nil {
 		return nil, err
 	}
-	nullable := l.GetLayers()[0] == pb21.RepDefLayer_REPDEF_NULLABLE_ITEM
+	nullable := slices.Contains(l.GetLayers(), pb21.RepDefLayer_REPDEF_NULLABLE_ITEM)
 	bufs := pd.bufs
 	var scalar []byte
 	hasValue := l.InlineValue != nil

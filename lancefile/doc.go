@@ -64,8 +64,11 @@
 // timestamps ("timestamp:us:-", "timestamp:ms:UTC"), date32
 // ("date32:day"), utf8 ("string"), large_utf8, binary, large_binary, and
 // fixed-size lists of those numbers ("fixed_size_list:float:768",
-// embedding vectors), all nullable or not. A fixed-size list's items may not be null (whole lists
-// may). Nested types (struct, list) are not written or read.
+// embedding vectors), all nullable or not. A fixed-size list's items may
+// not be null (whole lists may). Writer writes no nested types; Reader
+// reads structs of those types (2.1 and 2.2, one level deep): a struct has
+// no column of its own, each child is a column named "struct.child" that
+// reads null where the struct or the child is null. Lists are not read.
 //
 // # Reading
 //
@@ -98,7 +101,8 @@
 // Anything else — repetition (lists), a 2.1 constant layout with a value,
 // out-of-line bit-packed values, blob and sparse layouts — gives an
 // *UnsupportedEncodingError naming the encoding, never a wrong value;
-// nested fields (structs, lists) give an *UnsupportedTypeError at Open.
+// lists, structs in 2.0 files and structs of structs give an
+// *UnsupportedTypeError at Open.
 // Malformed bytes give errors wrapping ErrMalformed: every length or count
 // read from the file is checked against the bytes available before it is
 // used, decompressed buffers are bounded, and no input makes the reader

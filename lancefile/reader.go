@@ -35,6 +35,7 @@ type Reader struct {
 	rows    uint64
 	fields  []*lancepb.Field
 	types   []colType
+	depth   []int // repetition/definition layers of each column: 1, or 2 under a struct
 	schema  *arrow.Schema
 	cols    []*lancefilepb.ColumnMetadata
 	starts  [][]uint64 // starts[c][p] = first row of page p of column c
@@ -128,26 +129,39 @@ func (rd *Reader) readMetadata(t tail) error {
 	return nil
 }
 
-// setSchema takes the fields of the file descriptor. Only top-level
-// fields of the types this package decodes are accepted.
+// setSchema takes the fields of the file descriptor: top-level fields of
+// the types this package decodes, and structs of those (one level deep).
+// A struct has no column of its own; each of its children is a column,
+// reported as field "struct.child", null where the struct or the child
+// is null.
 func (rd *Reader) setSchema(fd *lancefilepb.FileDescriptor) error {
 	if fd.GetLength() > maxRows {
 		return malformed("file descriptor", "%d rows, more than %d", fd.GetLength(), uint64(maxRows))
 	}
 	rd.rows = fd.GetLength()
+	structs := map[int32]*lancepb.Field{}
 	var afs []arrow.Field
 	for _, f := range fd.GetSchema().GetFields() {
+		name, nullable, depth := f.GetName(), f.GetNullable(), 1
 		if f.GetParentId() != -1 {
-			return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
+			parent, ok := structs[f.GetParentId()]
+			if !ok {
+				return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
+			}
+			name, nullable, depth = parent.GetName()+"."+name, nullable || parent.GetNullable(), 2
+		} else if f.GetLogicalType() == "struct" && rd.version != V2_0 {
+			structs[f.GetId()] = f
+			continue
 		}
 		t, err := colTypeOfLogical(f.GetName(), f.GetLogicalType())
 		if err != nil {
 			return err
 		}
 		md := arrow.NewMetadata([]string{FieldIDKey}, []string{strconv.Itoa(int(f.GetId()))})
-		afs = append(afs, arrow.Field{Name: f.GetName(), Type: t.dt, Nullable: f.GetNullable(), Metadata: md})
+		afs = append(afs, arrow.Field{Name: name, Type: t.dt, Nullable: nullable, Metadata: md})
 		rd.fields = append(rd.fields, f)
 		rd.types = append(rd.types, t)
+		rd.depth = append(rd.depth, depth)
 	}
 	rd.schema = arrow.NewSchema(afs, nil)
 	return nil
@@ -221,11 +235,13 @@ func (rd *Reader) Version() Version { return rd.version }
 // NumRows is the number of rows in the file.
 func (rd *Reader) NumRows() uint64 { return rd.rows }
 
-// Schema is the file's schema as Arrow fields, each carrying its Lance
-// field id under FieldIDKey in its metadata.
+// Schema is the file's columns as Arrow fields, each carrying its Lance
+// field id under FieldIDKey in its metadata. A struct's child is named
+// "struct.child" and reads null where the struct is null.
 func (rd *Reader) Schema() *arrow.Schema { return rd.schema }
 
-// Fields are the file's Lance schema fields, in column order.
+// Fields are the file's Lance schema fields, in column order: the
+// top-level fields and the children of structs.
 func (rd *Reader) Fields() []*lancepb.Field { return rd.fields }
 
 // NumPages is the number of pages of column col.
@@ -392,7 +408,7 @@ func (rd *Reader) decodePage(col, p, lo, hi int) (*column, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs, v22: rd.version == V2_2}
+	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs, v22: rd.version == V2_2, depth: rd.depth[col]}
 	var c *column
 	if rd.version == V2_0 {
 		c, err = pd.decode20(enc)
@@ -432,6 +448,10 @@ type pageDecoder struct {
 	lo, hi int // rows wanted
 	bufs   [][]byte
 	v22    bool // a 2.2 page: u32 mini-block sizes, constant layouts
+	depth  int  // layers the page must have: 1, or 2 for a struct's child
+	// maxDef is the highest definition level (0 valid, higher levels
+	// null: the item, then its struct); checkLayers sets it.
+	maxDef int
 	// A decoder that decodes only part of the page sets partial and the
 	// first row it decoded, base.
 	partial bool
