@@ -48,6 +48,8 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	switch {
 	case l.GetMiniBlockLayout() != nil:
 		return pd.miniBlock(l.GetMiniBlockLayout())
+	case l.GetFullZipLayout() != nil && pd.t.kind == kindList:
+		return nil, pd.unsupported("full_zip of lists")
 	case l.GetFullZipLayout() != nil:
 		return pd.fullZip(l.GetFullZipLayout())
 	case l.GetAllNullLayout() != nil && pd.v22:
@@ -278,46 +280,9 @@ func (pd *pageDecoder) decodeValues(e *pb21.CompressiveEncoding, bufs [][]byte, 
 }
 
 // defLevels decodes a chunk's n definition levels into a validity bitmap
-// (level 0 valid, 1 null): flat u16, or u16 words bit-packed inline or
-// out of line.
+// (level 0 valid, higher levels null).
 func (pd *pageDecoder) defLevels(e *pb21.CompressiveEncoding, b []byte, n int) (bitBuf, error) {
-	var words []byte
-	var err error
-	switch {
-	case e.GetFlat() != nil && e.GetFlat().Data == nil && e.GetFlat().GetBitsPerValue() == 16:
-		if len(b) < 2*n {
-			return bitBuf{}, malformed(pd.op, "%d bytes of definition levels for %d values", len(b), n)
-		}
-		words = b
-	case e.GetInlineBitpacking() != nil && e.GetInlineBitpacking().Values == nil:
-		if e.GetInlineBitpacking().GetUncompressedBitsPerValue() != 16 {
-			return bitBuf{}, pd.unsupported("definition levels " + name21(e))
-		}
-		words, err = pd.inlineBitpacked(b, 16, n)
-	case e.GetOutOfLineBitpacking() != nil:
-		ob := e.GetOutOfLineBitpacking()
-		f := ob.GetValues().GetFlat()
-		if ob.GetUncompressedBitsPerValue() != 16 || f == nil || f.Data != nil || f.GetBitsPerValue() > 16 {
-			return bitBuf{}, pd.unsupported("definition levels out_of_line_bitpacking(" + name21(ob.GetValues()) + ")")
-		}
-		words, err = pd.outOfLineBitpacked(b, 16, int(f.GetBitsPerValue()), n)
-	case e.GetRle() != nil:
-		r := e.GetRle()
-		vf, lf := r.GetValues().GetFlat(), r.GetRunLengths().GetFlat()
-		if vf == nil || lf == nil || vf.Data != nil || lf.Data != nil || vf.GetBitsPerValue() != 16 || !(lf.GetBitsPerValue() == 8 || lf.GetBitsPerValue() == 16 || lf.GetBitsPerValue() == 32) {
-			return bitBuf{}, pd.unsupported("definition levels rle(" + name21(r.GetValues()) + ", " + name21(r.GetRunLengths()) + ")")
-		}
-		// Run-length levels are one buffer: a u64 byte length of the
-		// values, the u16 values, then the run lengths.
-		lw := int(lf.GetBitsPerValue() / 8)
-		if len(b) < 8 || binary.LittleEndian.Uint64(b)%2 != 0 || binary.LittleEndian.Uint64(b) > uint64(len(b)-8) {
-			return bitBuf{}, malformed(pd.op, "run-length definition levels of %d bytes", len(b))
-		}
-		vb := int(binary.LittleEndian.Uint64(b))
-		words, err = pd.runLengths(b[8:8+vb], b[8+vb:], 2, lw, n)
-	default:
-		return bitBuf{}, pd.unsupported("definition levels " + name21(e))
-	}
+	words, err := pd.levels("definition", e, b, n)
 	if err != nil {
 		return bitBuf{}, err
 	}
@@ -334,4 +299,51 @@ func (pd *pageDecoder) defLevels(e *pb21.CompressiveEncoding, b []byte, n int) (
 	}
 	valid.n = n
 	return valid, nil
+}
+
+// levels decodes n repetition or definition levels (what names which) as
+// u16 words: flat u16, u16 words bit-packed inline or out of line, or
+// run-length encoded.
+func (pd *pageDecoder) levels(what string, e *pb21.CompressiveEncoding, b []byte, n int) ([]byte, error) {
+	var words []byte
+	var err error
+	switch {
+	case e.GetFlat() != nil && e.GetFlat().Data == nil && e.GetFlat().GetBitsPerValue() == 16:
+		if len(b) < 2*n {
+			return nil, malformed(pd.op, "%d bytes of %s levels for %d values", len(b), what, n)
+		}
+		words = b
+	case e.GetInlineBitpacking() != nil && e.GetInlineBitpacking().Values == nil:
+		if e.GetInlineBitpacking().GetUncompressedBitsPerValue() != 16 {
+			return nil, pd.unsupported(what + " levels " + name21(e))
+		}
+		words, err = pd.inlineBitpacked(b, 16, n)
+	case e.GetOutOfLineBitpacking() != nil:
+		ob := e.GetOutOfLineBitpacking()
+		f := ob.GetValues().GetFlat()
+		if ob.GetUncompressedBitsPerValue() != 16 || f == nil || f.Data != nil || f.GetBitsPerValue() > 16 {
+			return nil, pd.unsupported(what + " levels out_of_line_bitpacking(" + name21(ob.GetValues()) + ")")
+		}
+		words, err = pd.outOfLineBitpacked(b, 16, int(f.GetBitsPerValue()), n)
+	case e.GetRle() != nil:
+		r := e.GetRle()
+		vf, lf := r.GetValues().GetFlat(), r.GetRunLengths().GetFlat()
+		if vf == nil || lf == nil || vf.Data != nil || lf.Data != nil || vf.GetBitsPerValue() != 16 || !(lf.GetBitsPerValue() == 8 || lf.GetBitsPerValue() == 16 || lf.GetBitsPerValue() == 32) {
+			return nil, pd.unsupported(what + " levels rle(" + name21(r.GetValues()) + ", " + name21(r.GetRunLengths()) + ")")
+		}
+		// Run-length levels are one buffer: a u64 byte length of the
+		// values, the u16 values, then the run lengths.
+		lw := int(lf.GetBitsPerValue() / 8)
+		if len(b) < 8 || binary.LittleEndian.Uint64(b)%2 != 0 || binary.LittleEndian.Uint64(b) > uint64(len(b)-8) {
+			return nil, malformed(pd.op, "run-length %s levels of %d bytes", what, len(b))
+		}
+		vb := int(binary.LittleEndian.Uint64(b))
+		words, err = pd.runLengths(b[8:8+vb], b[8+vb:], 2, lw, n)
+	default:
+		return nil, pd.unsupported(what + " levels " + name21(e))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return words, nil
 }

@@ -24,9 +24,14 @@ type miniPage struct {
 	nbuf int
 	dict *dictionary
 	wide bool // u32 value-buffer sizes (2.2)
+	// rowOpen says that the last row of a list page takes more items.
+	rowOpen bool
 }
 
 func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
+	if pd.t.kind == kindList {
+		return pd.miniBlockList(l)
+	}
 	switch {
 	case l.GetRepCompression() != nil:
 		return nil, pd.unsupported("mini_block repetition")

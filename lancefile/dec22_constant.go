@@ -17,6 +17,9 @@ import (
 // page without a value and without a scalar buffer is all null. Levels
 // are raw u16 unless a compression is given.
 func (pd *pageDecoder) constant(l *pb21.AllNullLayout) (*column, error) {
+	if pd.t.kind == kindList {
+		return nil, pd.unsupported("constant_layout of lists")
+	}
 	if err := pd.checkLayers(l.GetLayers()); err != nil {
 		return nil, err
 	}

@@ -65,10 +65,12 @@
 // ("date32:day"), utf8 ("string"), large_utf8, binary, large_binary, and
 // fixed-size lists of those numbers ("fixed_size_list:float:768",
 // embedding vectors), all nullable or not. A fixed-size list's items may
-// not be null (whole lists may). Writer writes no nested types; Reader
-// reads structs of those types (2.1 and 2.2, one level deep): a struct has
-// no column of its own, each child is a column named "struct.child" that
-// reads null where the struct or the child is null. Lists are not read.
+// not be null (whole lists may). Writer writes no nested types. Reader
+// (2.1 and 2.2) also reads structs and lists of those types, one level
+// deep: a struct has no column of its own, each child is a column named
+// "struct.child" that reads null where the struct or the child is null; a
+// list is one column, an Arrow list whose items may be null, itself null
+// or empty.
 //
 // # Reading
 //
@@ -97,13 +99,17 @@
 //     one raw LZ4 block); run-length definition levels; the constant
 //     layout, with its value inline or in a scalar buffer, with or
 //     without definition levels, and all-null pages.
+//   - Structs (2.1 and 2.2): each child's pages carry the struct's layer
+//     too, a definition level above the child's.
+//   - Lists (2.1 and 2.2): mini-block pages with repetition and
+//     definition levels; a row may continue into the next chunk, so a
+//     list page is decoded whole.
 //
-// Anything else — repetition (lists), a 2.1 constant layout with a value,
-// out-of-line bit-packed values, blob and sparse layouts — gives an
-// *UnsupportedEncodingError naming the encoding, never a wrong value;
-// lists, structs in 2.0 files and structs of structs give an
-// *UnsupportedTypeError at Open.
-// Malformed bytes give errors wrapping ErrMalformed: every length or count
+// Anything else — lists in full-zip or constant pages, a 2.1 constant
+// layout with a value, out-of-line bit-packed values, blob and sparse
+// layouts — gives an *UnsupportedEncodingError naming the encoding, never
+// a wrong value; nested fields in 2.0 files and nesting deeper than one
+// level give an *UnsupportedTypeError at Open. Malformed bytes give errors wrapping ErrMalformed: every length or count
 // read from the file is checked against the bytes available before it is
 // used, decompressed buffers are bounded, and no input makes the reader
 // panic (FuzzOpen, FuzzReadColumn).

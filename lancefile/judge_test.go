@@ -168,6 +168,13 @@ func jsonValue(a arrow.Array, i int) any {
 		return v
 	case *array.Date32:
 		return float64(a.Value(i)) * 86400000
+	case *array.List:
+		lo, hi := a.ValueOffsets(i)
+		out := make([]any, hi-lo)
+		for k := range out {
+			out[k] = jsonValue(a.ListValues(), int(lo)+k)
+		}
+		return out
 	case *array.FixedSizeList:
 		vals := a.ListValues()
 		d := int(a.DataType().(*arrow.FixedSizeListType).Len())

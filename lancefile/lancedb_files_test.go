@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"cellguard/internal/lancedbtest"
@@ -69,8 +70,9 @@ func TestReadLanceDBFiles(t *testing.T) {
 
 // TestReadLanceDBFixtures reads the committed LanceDB-written files.
 func TestReadLanceDBFixtures(t *testing.T) {
-	for _, v := range []string{"2.0", "2.1", "2.2"} {
-		dir := filepath.Join("testdata", "lancedb", v)
+	for _, name := range []string{"2.0", "2.1", "2.2", "nested-2.2"} {
+		v := strings.TrimPrefix(name, "nested-")
+		dir := filepath.Join("testdata", "lancedb", name)
 		file, err := os.ReadFile(filepath.Join(dir, "data.lance"))
 		if err != nil {
 			t.Fatal(err)

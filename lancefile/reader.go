@@ -36,6 +36,9 @@ type Reader struct {
 	fields  []*lancepb.Field
 	types   []colType
 	depth   []int // repetition/definition layers of each column: 1, or 2 under a struct
+	// lanceFields are the schema fields each column is made of: the
+	// field, a struct and its child, or a list and its item.
+	lanceFields [][]*lancepb.Field
 	schema  *arrow.Schema
 	cols    []*lancefilepb.ColumnMetadata
 	starts  [][]uint64 // starts[c][p] = first row of page p of column c
@@ -140,28 +143,48 @@ func (rd *Reader) setSchema(fd *lancefilepb.FileDescriptor) error {
 	}
 	rd.rows = fd.GetLength()
 	structs := map[int32]*lancepb.Field{}
+	lists := map[int32]*lancepb.Field{}
 	var afs []arrow.Field
 	for _, f := range fd.GetSchema().GetFields() {
 		name, nullable, depth := f.GetName(), f.GetNullable(), 1
+		var list *lancepb.Field
+		made := []*lancepb.Field{f}
 		if f.GetParentId() != -1 {
-			parent, ok := structs[f.GetParentId()]
-			if !ok {
+			if parent, ok := structs[f.GetParentId()]; ok {
+				name, nullable, depth = parent.GetName()+"."+name, nullable || parent.GetNullable(), 2
+				made = []*lancepb.Field{parent, f}
+			} else if list, ok = lists[f.GetParentId()]; ok {
+				delete(lists, f.GetParentId()) // a list has one child
+			} else {
 				return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
 			}
-			name, nullable, depth = parent.GetName()+"."+name, nullable || parent.GetNullable(), 2
 		} else if f.GetLogicalType() == "struct" && rd.version != V2_0 {
 			structs[f.GetId()] = f
+			continue
+		} else if f.GetLogicalType() == "list" && rd.version != V2_0 {
+			lists[f.GetId()] = f
 			continue
 		}
 		t, err := colTypeOfLogical(f.GetName(), f.GetLogicalType())
 		if err != nil {
 			return err
 		}
+		if list != nil {
+			// The list's column: its items, one layer of repetition.
+			t = listType(f.GetName(), f.GetNullable(), t)
+			name, nullable, depth = list.GetName(), list.GetNullable(), 2
+			made = []*lancepb.Field{list, f}
+			f = list
+		}
 		md := arrow.NewMetadata([]string{FieldIDKey}, []string{strconv.Itoa(int(f.GetId()))})
 		afs = append(afs, arrow.Field{Name: name, Type: t.dt, Nullable: nullable, Metadata: md})
 		rd.fields = append(rd.fields, f)
 		rd.types = append(rd.types, t)
 		rd.depth = append(rd.depth, depth)
+		rd.lanceFields = append(rd.lanceFields, made)
+	}
+	for _, l := range lists {
+		return &UnsupportedTypeError{Field: l.GetName(), Type: "list without an item field"}
 	}
 	rd.schema = arrow.NewSchema(afs, nil)
 	return nil

@@ -14,6 +14,7 @@ const (
 	kindFixed kind = iota // width bytes per value (numbers, fixed-size lists)
 	kindBool              // one bit per value
 	kindVar               // offsets and bytes (strings, binary)
+	kindList              // a list of elem values (read only)
 )
 
 // colType is what the encoders and decoders need to know about a type.
@@ -25,6 +26,14 @@ type colType struct {
 	item    int    // bytes per item for a fixed-size list
 	large   bool   // 64-bit Arrow offsets (kindVar)
 	logical string // Lance logical type string
+	elem    *colType // kindList: the items' type
+}
+
+// listType is a list of items of type elem (a top-level type other than a
+// list), the items nullable or not.
+func listType(item string, nullable bool, elem colType) colType {
+	dt := arrow.ListOfField(arrow.Field{Name: item, Type: elem.dt, Nullable: nullable})
+	return colType{dt: dt, kind: kindList, logical: "list", elem: &elem}
 }
 
 // primitiveNames maps the fixed-width Arrow types we store to Lance logical
