@@ -39,9 +39,9 @@ type Reader struct {
 	// lanceFields are the schema fields each column is made of: the
 	// field, a struct and its child, or a list and its item.
 	lanceFields [][]*lancepb.Field
-	schema  *arrow.Schema
-	cols    []*lancefilepb.ColumnMetadata
-	starts  [][]uint64 // starts[c][p] = first row of page p of column c
+	schema      *arrow.Schema
+	cols        []*lancefilepb.ColumnMetadata
+	starts      [][]uint64 // starts[c][p] = first row of page p of column c
 	// pageBytes is the total size of every page buffer of every column.
 	// Lance's buffers do not overlap, so it is at most the file size;
 	// checking that keeps reading a whole file O(file size) even when

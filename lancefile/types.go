@@ -21,11 +21,11 @@ const (
 type colType struct {
 	dt      arrow.DataType
 	kind    kind
-	width   int    // bytes per value (kindFixed)
-	dim     int    // items per value for a fixed-size list, else 0
-	item    int    // bytes per item for a fixed-size list
-	large   bool   // 64-bit Arrow offsets (kindVar)
-	logical string // Lance logical type string
+	width   int      // bytes per value (kindFixed)
+	dim     int      // items per value for a fixed-size list, else 0
+	item    int      // bytes per item for a fixed-size list
+	large   bool     // 64-bit Arrow offsets (kindVar)
+	logical string   // Lance logical type string
 	elem    *colType // kindList: the items' type
 }
 
