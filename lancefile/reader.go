@@ -174,7 +174,6 @@ func (rd *Reader) setSchema(fd *lancefilepb.FileDescriptor) error {
 			t = listType(f.GetName(), f.GetNullable(), t)
 			name, nullable, depth = list.GetName(), list.GetNullable(), 2
 			made = []*lancepb.Field{list, f}
-			f = list
 		}
 		md := arrow.NewMetadata([]string{FieldIDKey}, []string{strconv.Itoa(int(f.GetId()))})
 		afs = append(afs, arrow.Field{Name: name, Type: t.dt, Nullable: nullable, Metadata: md})
@@ -259,12 +258,15 @@ func (rd *Reader) Version() Version { return rd.version }
 func (rd *Reader) NumRows() uint64 { return rd.rows }
 
 // Schema is the file's columns as Arrow fields, each carrying its Lance
-// field id under FieldIDKey in its metadata. A struct's child is named
-// "struct.child" and reads null where the struct is null.
+// field id under FieldIDKey in its metadata: the id of the column's leaf
+// field, as a manifest's DataFile lists them (a list's item, a struct's
+// child). A struct's child is named "struct.child" and reads null where
+// the struct is null; a list column is named for the list.
 func (rd *Reader) Schema() *arrow.Schema { return rd.schema }
 
-// Fields are the file's Lance schema fields, in column order: the
-// top-level fields and the children of structs.
+// Fields are the leaf Lance schema fields of the file's columns, in
+// column order: top-level fields, the children of structs and the items
+// of lists.
 func (rd *Reader) Fields() []*lancepb.Field { return rd.fields }
 
 // NumPages is the number of pages of column col.
