@@ -5,8 +5,8 @@ package lancefile
 // holds repetition and definition levels for its positions and the
 // values of the positions that hold an item (valid or null); a position
 // is either an item or a null or empty list, and a repetition level of 1
-// starts a row. The whole page is decoded: a row may continue from one
-// chunk into the next.
+// starts a row. A row may continue from one chunk into the next, so the
+// chunks are decoded from the page's first.
 
 import (
 	"encoding/binary"
@@ -100,7 +100,15 @@ func (pd *pageDecoder) miniBlockList(l *pb21.MiniBlockLayout) (*column, error) {
 	c := newColumn(pd.t)
 	rows := 0
 	pos, seen := 0, uint64(0)
+	// Chunks are decoded from the first until row hi has started, so that
+	// rows [0, hi) are complete: the work is bounded by the rows asked for
+	// (and items by the page's bytes), however many rows a few bytes of
+	// run-length levels claim.
 	for i := 0; i+mw <= len(meta); i += mw {
+		if rows > pd.hi {
+			pd.partial, pd.base = true, 0
+			return c, nil
+		}
 		m := loadWord(meta[i:], mw)
 		size := (int(m>>4) + 1) * 8
 		if size > len(data)-pos {

@@ -103,7 +103,7 @@
 //     too, a definition level above the child's.
 //   - Lists (2.1 and 2.2): mini-block pages with repetition and
 //     definition levels; a row may continue into the next chunk, so a
-//     list page is decoded whole.
+//     list page is decoded from its first chunk up to the rows asked for.
 //
 // Anything else — lists in full-zip or constant pages, a 2.1 constant
 // layout with a value, out-of-line bit-packed values, blob and sparse
