@@ -28,10 +28,6 @@ var readTableJS string
 // in every file version — which must return exactly the values written
 // and find a row by vector search.
 func TestLanceDBReadsOurFiles(t *testing.T) {
-	lancedbtest.Each(t, func(t *testing.T, judge lancedbtest.Version) { lanceDBReadsOurFiles(t, judge) })
-}
-
-func lanceDBReadsOurFiles(t *testing.T, judge lancedbtest.Version) {
 	schema := allTypes()
 	recs := []arrow.Record{
 		makeRecord(schema, 0, 500, someNulls, false),
@@ -39,36 +35,46 @@ func lanceDBReadsOurFiles(t *testing.T, judge lancedbtest.Version) {
 		makeRecord(schema, 700, 1500, noNulls, false),
 		makeRecord(schema, 2200, 40, someNulls, true),
 	}
-	for _, v := range versions {
-		t.Run(v.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			file, fi := writeFile(t, schema, recs, lancefile.WriterOptions{Version: v, PageBytes: 8 << 10})
-			writeDataset(t, filepath.Join(dir, "t.lance"), schema, file, fi, v)
-
-			const probe = 1234
-			var out struct {
-				Rows   []map[string]any `json:"rows"`
-				Search []map[string]any `json:"search"`
-			}
-			vec := expectedRows(t, []arrow.Record{makeRecord(schema, probe, 1, noNulls, false)})[0]["v96"]
-			judge.Run(t, lancedbtest.Prelude+readTableJS, map[string]any{
-				"dir": dir, "table": "t", "rows": fi.Rows,
-				"search": map[string]any{"column": "v96", "vector": vec, "k": 1},
-			}, &out)
-			want := expectedRows(t, recs)
-			if len(out.Rows) != len(want) {
-				t.Fatalf("LanceDB read %d rows; want %d", len(out.Rows), len(want))
-			}
-			for i := range want {
-				if !reflect.DeepEqual(out.Rows[i], want[i]) {
-					t.Fatalf("LanceDB row %d = %v\nwant %v", i, out.Rows[i], want[i])
-				}
-			}
-			if len(out.Search) != 1 || out.Search[0]["i32"] != want[probe]["i32"] {
-				t.Errorf("vector search for row %d found %v", probe, out.Search)
-			}
-		})
+	// The files and the rows expected are the same for both judges.
+	type written struct {
+		file []byte
+		fi   lancefile.FileInfo
 	}
+	files := map[lancefile.Version]written{}
+	for _, v := range versions {
+		file, fi := writeFile(t, schema, recs, lancefile.WriterOptions{Version: v, PageBytes: 8 << 10})
+		files[v] = written{file, fi}
+	}
+	want := expectedRows(t, recs)
+	const probe = 1234
+	vec := expectedRows(t, []arrow.Record{makeRecord(schema, probe, 1, noNulls, false)})[0]["v96"]
+	lancedbtest.Each(t, func(t *testing.T, judge lancedbtest.Version) {
+		for _, v := range versions {
+			t.Run(v.String(), func(t *testing.T) {
+				dir := t.TempDir()
+				writeDataset(t, filepath.Join(dir, "t.lance"), schema, files[v].file, files[v].fi, v)
+				var out struct {
+					Rows   []map[string]any `json:"rows"`
+					Search []map[string]any `json:"search"`
+				}
+				judge.Run(t, lancedbtest.Prelude+readTableJS, map[string]any{
+					"dir": dir, "table": "t", "rows": files[v].fi.Rows,
+					"search": map[string]any{"column": "v96", "vector": vec, "k": 1},
+				}, &out)
+				if len(out.Rows) != len(want) {
+					t.Fatalf("LanceDB read %d rows; want %d", len(out.Rows), len(want))
+				}
+				for i := range want {
+					if !reflect.DeepEqual(out.Rows[i], want[i]) {
+						t.Fatalf("LanceDB row %d = %v\nwant %v", i, out.Rows[i], want[i])
+					}
+				}
+				if len(out.Search) != 1 || out.Search[0]["i32"] != want[probe]["i32"] {
+					t.Errorf("vector search for row %d found %v", probe, out.Search)
+				}
+			})
+		}
+	})
 }
 
 // writeDataset lays out a one-fragment dataset at root: the data file
