@@ -83,6 +83,10 @@ type column struct {
 	// nil while every item is valid. Only the reader sets it: Lance files
 	// may hold null items, the writer refuses them.
 	items *bitBuf
+	// lofs and elems hold a list column (reader only): row i's items are
+	// elems' rows [lofs[i], lofs[i+1]).
+	lofs  []int64
+	elems *column
 	// allNull marks a decoded page of n nulls that holds no buffers; its
 	// rows are materialized only when copied out, so a tiny file cannot
 	// make a reader allocate for billions of null rows.
@@ -96,8 +100,12 @@ func nullPage(t colType, n int) *column {
 
 func newColumn(t colType) *column {
 	c := &column{t: t}
-	if t.kind == kindVar {
+	switch t.kind {
+	case kindVar:
 		c.offs = []int64{0}
+	case kindList:
+		c.lofs = []int64{0}
+		c.elems = newColumn(*t.elem)
 	}
 	return c
 }
@@ -170,6 +178,11 @@ func (c *column) appendNulls(k int) {
 		for range k {
 			c.offs = append(c.offs, end)
 		}
+	case kindList:
+		end := c.lofs[len(c.lofs)-1]
+		for range k {
+			c.lofs = append(c.lofs, end)
+		}
 	}
 }
 
@@ -196,6 +209,12 @@ func (c *column) appendColumn(src *column, from, to int) {
 			c.offs = append(c.offs, base+src.offs[i]-start)
 		}
 		c.data = append(c.data, src.data[start:src.offs[to]]...)
+	case kindList:
+		base, start := c.lofs[len(c.lofs)-1], src.lofs[from]
+		for i := from + 1; i <= to; i++ {
+			c.lofs = append(c.lofs, base+src.lofs[i]-start)
+		}
+		c.elems.appendColumn(src.elems, int(start), int(src.lofs[to]))
 	}
 }
 
@@ -402,6 +421,20 @@ func (c *column) toArrow() (arrow.Array, error) {
 			return nil, err
 		}
 		d = array.NewData(c.t.dt, c.n, []*memory.Buffer{valid, memory.NewBufferBytes(offs), memory.NewBufferBytes(c.data)}, nil, c.nulls, 0)
+	case kindList:
+		if last := c.lofs[len(c.lofs)-1]; last > 1<<31-1 {
+			return nil, inputErr("%d list items exceed 32-bit Arrow offsets", last)
+		}
+		o := make([]int32, len(c.lofs))
+		for i, v := range c.lofs {
+			o[i] = int32(v)
+		}
+		elems, err := c.elems.toArrow()
+		if err != nil {
+			return nil, err
+		}
+		defer elems.Release()
+		d = array.NewData(c.t.dt, c.n, []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(o))}, []arrow.ArrayData{elems.Data()}, c.nulls, 0)
 	}
 	defer d.Release()
 	return array.MakeFromData(d), nil
@@ -438,7 +471,7 @@ func (c *column) zeroNullSlots() { c.zeroNullSlotsFrom(0) }
 
 // zeroNullSlotsFrom is zeroNullSlots for rows from start on.
 func (c *column) zeroNullSlotsFrom(start int) {
-	if c.t.kind == kindVar {
+	if c.t.kind == kindVar || c.t.kind == kindList {
 		return
 	}
 	for i := start; i < c.n; i++ {

@@ -225,11 +225,15 @@ var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 
 // decompress undoes Lance's general buffer compression: zstd is a u64
 // uncompressed length then a zstd frame, lz4 a u32 uncompressed length
-// then an LZ4 block.
-func (pd *pageDecoder) decompress(c *pb21.BufferCompression, b []byte) ([]byte, error) {
+// then an LZ4 block. A declared length over limit is refused.
+func (pd *pageDecoder) decompress(c *pb21.BufferCompression, b []byte, limit uint64) ([]byte, error) {
 	switch c.GetScheme() {
 	case pb21.CompressionScheme_COMPRESSION_ALGORITHM_ZSTD:
-		if len(b) < 8 || binary.LittleEndian.Uint64(b) > maxChunkBuffer {
+		if limit > maxChunkBuffer {
+			// The zstd decoder's window is bounded by maxChunkBuffer.
+			limit = maxChunkBuffer
+		}
+		if len(b) < 8 || binary.LittleEndian.Uint64(b) > limit {
 			return nil, malformed(pd.op, "zstd buffer of %d bytes without a valid length", len(b))
 		}
 		n := binary.LittleEndian.Uint64(b)
@@ -243,7 +247,8 @@ func (pd *pageDecoder) decompress(c *pb21.BufferCompression, b []byte) ([]byte, 
 		}
 		return out, nil
 	case pb21.CompressionScheme_COMPRESSION_ALGORITHM_LZ4:
-		if len(b) < 4 || binary.LittleEndian.Uint32(b) > maxChunkBuffer {
+		// An LZ4 block expands at most about 255 times.
+		if len(b) < 4 || uint64(binary.LittleEndian.Uint32(b)) > min(limit, 256*uint64(len(b))) {
 			return nil, malformed(pd.op, "lz4 buffer of %d bytes without a valid length", len(b))
 		}
 		out := make([]byte, binary.LittleEndian.Uint32(b))
@@ -262,7 +267,7 @@ func (pd *pageDecoder) general(g *pb21.General, bufs [][]byte) ([][]byte, error)
 	if len(bufs) == 0 {
 		return nil, malformed(pd.op, "no value buffer")
 	}
-	first, err := pd.decompress(g.GetCompression(), bufs[0])
+	first, err := pd.decompress(g.GetCompression(), bufs[0], maxChunkBuffer)
 	if err != nil {
 		return nil, err
 	}

@@ -81,15 +81,15 @@ func TestCompressedChunkLimits(t *testing.T) {
 			return err
 		},
 		"zstd bomb": func() error {
-			_, err := pd.decompress(zstd, huge)
+			_, err := pd.decompress(zstd, huge, maxChunkBuffer)
 			return err
 		},
 		"lz4 bomb": func() error {
-			_, err := pd.decompress(lz4, huge[:8]) // u32 size 1 GiB
+			_, err := pd.decompress(lz4, huge[:8], maxChunkBuffer) // u32 size 1 GiB
 			return err
 		},
 		"zstd garbage": func() error {
-			_, err := pd.decompress(zstd, []byte{4, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3})
+			_, err := pd.decompress(zstd, []byte{4, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3}, maxChunkBuffer)
 			return err
 		},
 		"fsst unknown code": func() error {

@@ -34,8 +34,9 @@ func (pd *pageDecoder) unsupported(name string) error {
 	return &UnsupportedEncodingError{Name: name, Op: pd.op}
 }
 
-// decode21 decodes a 2.1 page: all-null, mini-block or full-zip, without
-// repetition, with plain or compressed values (see compress21.go).
+// decode21 decodes a 2.1 or 2.2 page: all-null (2.2: constant),
+// mini-block or full-zip, without repetition, with plain or compressed
+// values (see compress21.go).
 func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	if messageName(a) != "lance.encodings21.PageLayout" {
 		return nil, malformed(pd.op, "2.1 page encoding is a %q", a.GetTypeUrl())
@@ -47,8 +48,12 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	switch {
 	case l.GetMiniBlockLayout() != nil:
 		return pd.miniBlock(l.GetMiniBlockLayout())
+	case l.GetFullZipLayout() != nil && pd.t.kind == kindList:
+		return nil, pd.unsupported("full_zip of lists")
 	case l.GetFullZipLayout() != nil:
 		return pd.fullZip(l.GetFullZipLayout())
+	case l.GetAllNullLayout() != nil && pd.v22:
+		return pd.constant(l.GetAllNullLayout())
 	case l.GetAllNullLayout() != nil:
 		an := l.GetAllNullLayout()
 		if an.InlineValue != nil || len(pd.bufs) > 0 || an.GetDefCompression() != nil {
@@ -66,16 +71,25 @@ func (pd *pageDecoder) decode21(a *anypb.Any) (*column, error) {
 	return nil, malformed(pd.op, "page layout without an arm")
 }
 
-// checkLayers accepts the single item layer of a top-level column.
+// checkLayers accepts the item layer of a top-level column, or the item
+// and struct layers of a struct's child, and sets the highest definition
+// level they allow.
 func (pd *pageDecoder) checkLayers(ls []pb21.RepDefLayer) error {
-	if len(ls) != 1 {
+	if len(ls) != max(pd.depth, 1) {
 		return pd.unsupported("repdef layers " + layersString(ls))
 	}
-	switch ls[0] {
-	case pb21.RepDefLayer_REPDEF_ALL_VALID_ITEM, pb21.RepDefLayer_REPDEF_NULLABLE_ITEM:
-		return nil
+	nullable := 0
+	for _, l := range ls {
+		switch l {
+		case pb21.RepDefLayer_REPDEF_ALL_VALID_ITEM:
+		case pb21.RepDefLayer_REPDEF_NULLABLE_ITEM:
+			nullable++
+		default:
+			return pd.unsupported("repdef layers " + layersString(ls))
+		}
 	}
-	return pd.unsupported("repdef layers " + layersString(ls))
+	pd.maxDef = max(nullable, 1)
+	return nil
 }
 
 func layersString(ls []pb21.RepDefLayer) string {
@@ -266,46 +280,70 @@ func (pd *pageDecoder) decodeValues(e *pb21.CompressiveEncoding, bufs [][]byte, 
 }
 
 // defLevels decodes a chunk's n definition levels into a validity bitmap
-// (level 0 valid, 1 null): flat u16, or u16 words bit-packed inline or
-// out of line.
+// (level 0 valid, higher levels null).
 func (pd *pageDecoder) defLevels(e *pb21.CompressiveEncoding, b []byte, n int) (bitBuf, error) {
+	words, err := pd.levels("definition", e, b, n)
+	if err != nil {
+		return bitBuf{}, err
+	}
+	var valid bitBuf
+	valid.grow(n)
+	maxDef := uint16(max(pd.maxDef, 1))
+	for i := range n {
+		switch l := binary.LittleEndian.Uint16(words[2*i:]); {
+		case l == 0:
+			valid.b[i/8] |= 1 << (i % 8)
+		case l > maxDef:
+			return bitBuf{}, malformed(pd.op, "definition level %d of at most %d", l, maxDef)
+		}
+	}
+	valid.n = n
+	return valid, nil
+}
+
+// levels decodes n repetition or definition levels (what names which) as
+// u16 words: flat u16, u16 words bit-packed inline or out of line, or
+// run-length encoded.
+func (pd *pageDecoder) levels(what string, e *pb21.CompressiveEncoding, b []byte, n int) ([]byte, error) {
 	var words []byte
 	var err error
 	switch {
 	case e.GetFlat() != nil && e.GetFlat().Data == nil && e.GetFlat().GetBitsPerValue() == 16:
 		if len(b) < 2*n {
-			return bitBuf{}, malformed(pd.op, "%d bytes of definition levels for %d values", len(b), n)
+			return nil, malformed(pd.op, "%d bytes of %s levels for %d values", len(b), what, n)
 		}
 		words = b
 	case e.GetInlineBitpacking() != nil && e.GetInlineBitpacking().Values == nil:
 		if e.GetInlineBitpacking().GetUncompressedBitsPerValue() != 16 {
-			return bitBuf{}, pd.unsupported("definition levels " + name21(e))
+			return nil, pd.unsupported(what + " levels " + name21(e))
 		}
 		words, err = pd.inlineBitpacked(b, 16, n)
 	case e.GetOutOfLineBitpacking() != nil:
 		ob := e.GetOutOfLineBitpacking()
 		f := ob.GetValues().GetFlat()
 		if ob.GetUncompressedBitsPerValue() != 16 || f == nil || f.Data != nil || f.GetBitsPerValue() > 16 {
-			return bitBuf{}, pd.unsupported("definition levels out_of_line_bitpacking(" + name21(ob.GetValues()) + ")")
+			return nil, pd.unsupported(what + " levels out_of_line_bitpacking(" + name21(ob.GetValues()) + ")")
 		}
 		words, err = pd.outOfLineBitpacked(b, 16, int(f.GetBitsPerValue()), n)
+	case e.GetRle() != nil:
+		r := e.GetRle()
+		vf, lf := r.GetValues().GetFlat(), r.GetRunLengths().GetFlat()
+		if vf == nil || lf == nil || vf.Data != nil || lf.Data != nil || vf.GetBitsPerValue() != 16 || !(lf.GetBitsPerValue() == 8 || lf.GetBitsPerValue() == 16 || lf.GetBitsPerValue() == 32) {
+			return nil, pd.unsupported(what + " levels rle(" + name21(r.GetValues()) + ", " + name21(r.GetRunLengths()) + ")")
+		}
+		// Run-length levels are one buffer: a u64 byte length of the
+		// values, the u16 values, then the run lengths.
+		lw := int(lf.GetBitsPerValue() / 8)
+		if len(b) < 8 || binary.LittleEndian.Uint64(b)%2 != 0 || binary.LittleEndian.Uint64(b) > uint64(len(b)-8) {
+			return nil, malformed(pd.op, "run-length %s levels of %d bytes", what, len(b))
+		}
+		vb := int(binary.LittleEndian.Uint64(b))
+		words, err = pd.runLengths(b[8:8+vb], b[8+vb:], 2, lw, n)
 	default:
-		return bitBuf{}, pd.unsupported("definition levels " + name21(e))
+		return nil, pd.unsupported(what + " levels " + name21(e))
 	}
 	if err != nil {
-		return bitBuf{}, err
+		return nil, err
 	}
-	var valid bitBuf
-	valid.grow(n)
-	for i := range n {
-		switch binary.LittleEndian.Uint16(words[2*i:]) {
-		case 0:
-			valid.b[i/8] |= 1 << (i % 8)
-		case 1:
-		default:
-			return bitBuf{}, malformed(pd.op, "definition level %d in a top-level column", binary.LittleEndian.Uint16(words[2*i:]))
-		}
-	}
-	valid.n = n
-	return valid, nil
+	return words, nil
 }

@@ -16,7 +16,7 @@ func (pd *pageDecoder) fullZip(l *pb21.FullZipLayout) (*column, error) {
 	if err := pd.checkLayers(l.GetLayers()); err != nil {
 		return nil, err
 	}
-	if l.GetBitsDef() > 1 {
+	if l.GetBitsDef() > 8 {
 		return nil, pd.unsupported("full_zip definition of " + itoa(int(l.GetBitsDef())) + " bits")
 	}
 	if int(l.GetNumItems()) != pd.n {
@@ -25,7 +25,10 @@ func (pd *pageDecoder) fullZip(l *pb21.FullZipLayout) (*column, error) {
 	if len(pd.bufs) < 1 {
 		return nil, malformed(pd.op, "full-zip page without buffers")
 	}
-	ctrl := int(l.GetBitsDef())
+	ctrl := 0 // bytes of control word: the definition level
+	if l.GetBitsDef() > 0 {
+		ctrl = 1
+	}
 	e := l.GetValueCompression()
 	if pd.t.kind == kindVar {
 		var st *fsstTable
@@ -109,10 +112,10 @@ func (pd *pageDecoder) fullZipFixed(b []byte, ctrl, vb int) (*column, error) {
 	}
 	for i := range pd.n {
 		item := b[i*stride : (i+1)*stride]
-		if ctrl == 1 && item[0] > 1 {
+		if ctrl == 1 && int(item[0]) > pd.maxDef {
 			return nil, malformed(pd.op, "full-zip control word %d", item[0])
 		}
-		if ctrl == 1 && item[0] == 1 {
+		if ctrl == 1 && item[0] != 0 {
 			c.appendNulls(1)
 			continue
 		}
@@ -140,12 +143,12 @@ func (pd *pageDecoder) fullZipVar(b []byte, ctrl, lw int, st *fsstTable) (*colum
 			}
 			cw := b[p]
 			p++
-			if cw == 1 {
-				c.appendNulls(1)
-				continue
+			if int(cw) > pd.maxDef {
+				return nil, malformed(pd.op, "full-zip control word %d", cw)
 			}
 			if cw != 0 {
-				return nil, malformed(pd.op, "full-zip control word %d", cw)
+				c.appendNulls(1)
+				continue
 			}
 		}
 		if lw > len(b)-p {

@@ -1,7 +1,10 @@
 package lancefile
 
-// dec21_miniblock.go decodes Lance 2.1 mini-block pages: chunked values
-// with their definition levels, and dictionary pages.
+// dec21_miniblock.go decodes Lance 2.1 and 2.2 mini-block pages: chunked
+// values with their definition levels, and dictionary pages. The two
+// versions differ in widths only: 2.2 (has_large_chunk, which Lance 12
+// requires of every 2.2 mini-block page) writes the chunk table and each
+// chunk's value-buffer sizes as u32 instead of u16.
 
 import (
 	"encoding/binary"
@@ -20,13 +23,22 @@ type miniPage struct {
 	val  *pb21.CompressiveEncoding
 	nbuf int
 	dict *dictionary
+	wide bool // u32 value-buffer sizes (2.2)
+	// rowOpen says that the last row of a list page takes more items.
+	rowOpen bool
 }
 
 func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
+	if pd.t.kind == kindList {
+		return pd.miniBlockList(l)
+	}
 	switch {
 	case l.GetRepCompression() != nil:
 		return nil, pd.unsupported("mini_block repetition")
-	case l.GetHasLargeChunk():
+	case l.GetHasLargeChunk() != pd.v22:
+		if pd.v22 {
+			return nil, pd.unsupported("2.2 mini_block without large chunks")
+		}
 		return nil, pd.unsupported("mini_block large chunks")
 	case l.GetNumBuffers() < 1 || l.GetNumBuffers() > 3:
 		return nil, pd.unsupported("mini_block with " + itoa(int(l.GetNumBuffers())) + " value buffers")
@@ -37,7 +49,7 @@ func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
 	if l.GetNumItems() != uint64(pd.n) {
 		return nil, malformed(pd.op, "mini-block of %d items in a page of %d rows", l.GetNumItems(), pd.n)
 	}
-	mp := miniPage{def: l.GetDefCompression(), val: l.GetValueCompression(), nbuf: int(l.GetNumBuffers())}
+	mp := miniPage{def: l.GetDefCompression(), val: l.GetValueCompression(), nbuf: int(l.GetNumBuffers()), wide: pd.v22}
 	if l.GetDictionary() != nil {
 		d, err := pd.dictionary(l)
 		if err != nil {
@@ -51,16 +63,20 @@ func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
 	meta, data := pd.bufs[0], pd.bufs[1]
 	c := newColumn(pd.t)
 	pd.partial = true
+	mw := 2 // bytes per chunk table entry
+	if mp.wide {
+		mw = 4
+	}
 	pos, row := 0, 0
-	for i := 0; i+1 < len(meta) && row < pd.hi; i += 2 {
-		m := binary.LittleEndian.Uint16(meta[i:])
+	for i := 0; i+mw <= len(meta) && row < pd.hi; i += mw {
+		m := loadWord(meta[i:], mw)
 		size := (int(m>>4) + 1) * 8
 		cnt := pd.n - row
-		if i+2 < len(meta) {
+		if i+mw < len(meta) {
 			cnt = 1 << (m & 0xf)
 		}
-		if cnt > pd.n-row || cnt <= 0 || cnt > miniMaxChunk || size > len(data)-pos {
-			return nil, malformed(pd.op, "mini-block chunk %d (%d values, %d bytes) overruns the page", i/2, cnt, size)
+		if cnt > pd.n-row || cnt <= 0 || cnt > miniMaxChunk || size <= 0 || size > len(data)-pos {
+			return nil, malformed(pd.op, "mini-block chunk %d (%d values, %d bytes) overruns the page", i/mw, cnt, size)
 		}
 		if row+cnt > pd.lo {
 			if c.n == 0 {
@@ -76,23 +92,32 @@ func (pd *pageDecoder) miniBlock(l *pb21.MiniBlockLayout) (*column, error) {
 	return c, nil
 }
 
-// chunk decodes one mini-block chunk of cnt values into c. A chunk is u16
-// headers (number of levels, definition bytes if the page has definition
-// levels, bytes of each value buffer), padded to 8; the definition levels
-// padded to 8; each value buffer padded to 8.
+// chunk decodes one mini-block chunk of cnt values into c. A chunk is its
+// headers (u16 number of levels, u16 definition bytes if the page has
+// definition levels, the bytes of each value buffer as u16, or u32 in
+// 2.2), padded to 8; the definition levels padded to 8; each value buffer
+// padded to 8.
 func (pd *pageDecoder) chunk(c *column, mp *miniPage, b []byte, cnt int) error {
-	nh := 1 + mp.nbuf
+	nl := 1 // u16 level headers
 	if mp.def != nil {
-		nh++
+		nl++
 	}
-	if len(b) < 2*nh {
+	vw := 2
+	if mp.wide {
+		vw = 4
+	}
+	hlen := 2*nl + vw*mp.nbuf
+	if len(b) < hlen {
 		return malformed(pd.op, "mini-block chunk of %d bytes", len(b))
 	}
-	hdr := make([]int, nh)
-	for i := range hdr {
+	hdr := make([]int, nl+mp.nbuf)
+	for i := range nl {
 		hdr[i] = int(binary.LittleEndian.Uint16(b[2*i:]))
 	}
-	p := pad(2*nh, 8)
+	for i := range mp.nbuf {
+		hdr[nl+i] = int(loadWord(b[2*nl+vw*i:], vw))
+	}
+	p := pad(hlen, 8)
 	var valid bitBuf
 	sizes := hdr[1:]
 	if mp.def != nil {
@@ -108,7 +133,7 @@ func (pd *pageDecoder) chunk(c *column, mp *miniPage, b []byte, cnt int) error {
 	}
 	bufs := make([][]byte, len(sizes))
 	for i, n := range sizes {
-		if p > len(b) || n > len(b)-p {
+		if p > len(b) || n < 0 || n > len(b)-p {
 			return malformed(pd.op, "mini-block value buffer %d overruns the chunk", i)
 		}
 		bufs[i] = b[p : p+n]
@@ -156,35 +181,73 @@ func (pd *pageDecoder) appendChunk(c *column, mp *miniPage, bufs [][]byte, valid
 	return nil
 }
 
-// dictionary holds a page's decoded dictionary items.
+// dictionary holds a page's decoded dictionary items: n+1 offsets into
+// data for strings and binary, n values of the column's width in fixed
+// otherwise.
 type dictionary struct {
-	offs []int64
-	data []byte
+	offs  []int64
+	data  []byte
+	fixed []byte
+	n     int
 }
 
-// dictionary decodes a mini-block page's dictionary (page buffer 2). Only
-// string and binary dictionaries are decoded; they are stored as a
-// variable block: u32 bits per offset, u32 position of the bytes, the
-// n+1 offsets (relative to the bytes), then the bytes.
+// maxDictionary bounds a decompressed dictionary; Lance keeps a page's
+// dictionary far smaller than a page.
+const maxDictionary = 64 << 20
+
+// dictionary decodes a mini-block page's dictionary (page buffer 2).
+// String and binary dictionaries are a variable block: u32 bits per
+// offset, u32 position of the bytes, the n+1 offsets (relative to the
+// bytes), then the bytes. Fixed-width dictionaries (2.2 uses them for
+// numbers) are n flat values. In 2.2 either is wrapped in a general LZ4
+// compression: a u32 uncompressed length, then one raw LZ4 block.
 func (pd *pageDecoder) dictionary(l *pb21.MiniBlockLayout) (*dictionary, error) {
-	v := l.GetDictionary().GetVariable()
-	if pd.t.kind != kindVar || v == nil || v.Values != nil || v.GetOffsets().GetFlat() == nil {
-		return nil, pd.unsupported("dictionary of " + name21(l.GetDictionary()))
-	}
+	e := l.GetDictionary()
 	if len(pd.bufs) < 3 {
 		return nil, malformed(pd.op, "dictionary page without its dictionary buffer")
 	}
 	b, n := pd.bufs[2], int(l.GetNumDictionaryItems())
+	if g := e.GetGeneral(); g != nil {
+		if g.GetCompression().GetScheme() != pb21.CompressionScheme_COMPRESSION_ALGORITHM_LZ4 {
+			return nil, pd.unsupported("dictionary of " + name21(e))
+		}
+		var err error
+		if b, err = pd.decompress(g.GetCompression(), b, maxDictionary); err != nil {
+			return nil, err
+		}
+		e = g.GetValues()
+	}
+	if uint64(n) > uint64(len(b)) {
+		return nil, malformed(pd.op, "dictionary of %d items in %d bytes", n, len(b))
+	}
+	switch t := pd.t; {
+	case t.kind == kindFixed && t.dim == 0:
+		f := e.GetFlat()
+		if f == nil || f.Data != nil || f.GetBitsPerValue() != uint64(8*t.width) {
+			return nil, pd.unsupported("dictionary of " + name21(e))
+		}
+		if len(b) != n*t.width {
+			return nil, malformed(pd.op, "dictionary of %d values of %d bytes in %d bytes", n, t.width, len(b))
+		}
+		return &dictionary{fixed: b, n: n}, nil
+	case t.kind == kindVar:
+	default:
+		return nil, pd.unsupported("dictionary of " + name21(e))
+	}
+	v := e.GetVariable()
+	if v == nil || v.Values != nil || v.GetOffsets().GetFlat() == nil {
+		return nil, pd.unsupported("dictionary of " + name21(e))
+	}
 	if len(b) < 8 {
 		return nil, malformed(pd.op, "dictionary buffer of %d bytes", len(b))
 	}
 	bits, start := binary.LittleEndian.Uint32(b), uint64(binary.LittleEndian.Uint32(b[4:]))
 	ow := uint64(bits / 8)
 	if (bits != 32 && bits != 64) || uint64(bits) != v.GetOffsets().GetFlat().GetBitsPerValue() ||
-		uint64(n) > uint64(len(b)) || start != 8+uint64(n+1)*ow || start > uint64(len(b)) {
+		start != 8+uint64(n+1)*ow || start > uint64(len(b)) {
 		return nil, malformed(pd.op, "dictionary of %d items with %d-bit offsets and bytes at %d in %d bytes", n, bits, start, len(b))
 	}
-	d := &dictionary{offs: make([]int64, n+1), data: b[start:]}
+	d := &dictionary{offs: make([]int64, n+1), data: b[start:], n: n}
 	for i := range d.offs {
 		o := loadWord(b[8+uint64(i)*ow:], int(ow))
 		if o > uint64(len(d.data)) || (i > 0 && int64(o) < d.offs[i-1]) {
@@ -206,6 +269,20 @@ func (pd *pageDecoder) dictValues(mp *miniPage, bufs [][]byte, valid bitBuf, cnt
 		return vals{}, err
 	}
 	d, w := mp.dict, int(bits/8)
+	if d.offs == nil {
+		width := pd.t.width
+		v := vals{fixed: make([]byte, cnt*width)}
+		for i := range cnt {
+			if valid.n == 0 || valid.get(i) {
+				k := loadWord(idx[i*w:], w)
+				if k >= uint64(d.n) {
+					return vals{}, malformed(pd.op, "dictionary index %d of %d items", k, d.n)
+				}
+				copy(v.fixed[i*width:], d.fixed[int(k)*width:int(k+1)*width])
+			}
+		}
+		return v, nil
+	}
 	v := vals{offs: make([]int64, 1, cnt+1)}
 	for i := range cnt {
 		if valid.n == 0 || valid.get(i) {

@@ -9,7 +9,12 @@ import (
 	pb21 "cellguard/proto/lanceenc21pb"
 )
 
-// Format 2.1 page layouts, as this package writes them (all uncompressed):
+// Format 2.1 and 2.2 page layouts, as this package writes them (all
+// uncompressed). 2.2 differs in the mini-block layout only, which sets
+// has_large_chunk and widens the u16 chunk table entries and value-buffer
+// sizes below to u32 (Lance 12 refuses a 2.2 mini-block page without it);
+// its constant layout (tag 2) with neither value nor buffers is 2.1's
+// all-null layout.
 //
 //   - A page whose rows are all null is an all-null layout with no buffers.
 //   - Values smaller than 256 bytes (numbers, bools, short strings, small
@@ -84,13 +89,14 @@ func (g gather) len() int {
 	return n
 }
 
-// encodePage21 returns the buffers and layout of one 2.1 page.
-func encodePage21(c *column) ([]gather, *pb21.PageLayout) {
+// encodePage21 returns the buffers and layout of one 2.1 page, or of a
+// 2.2 page when wide is set.
+func encodePage21(c *column, wide bool) ([]gather, *pb21.PageLayout) {
 	if c.nulls == c.n {
 		return nil, &pb21.PageLayout{Layout: &pb21.PageLayout_AllNullLayout{AllNullLayout: &pb21.AllNullLayout{Layers: layerNullable}}}
 	}
 	if c.maxValueBytes() < miniValueLimit {
-		return encodeMiniBlock(c)
+		return encodeMiniBlock(c, wide)
 	}
 	if c.t.kind == kindVar {
 		return encodeFullZipVar(c)
@@ -112,20 +118,21 @@ func (c *column) maxValueBytes() int {
 	return int(min(m, math.MaxInt32))
 }
 
-func encodeMiniBlock(c *column) ([]gather, *pb21.PageLayout) {
+func encodeMiniBlock(c *column, wide bool) ([]gather, *pb21.PageLayout) {
 	hasDef := c.nulls > 0
 	var meta []byte
 	var data gather
 	if c.t.kind == kindFixed && !hasDef {
-		meta, data = c.miniFixed()
+		meta, data = c.miniFixed(wide)
 	} else {
-		meta, data = c.miniChunks(hasDef)
+		meta, data = c.miniChunks(hasDef, wide)
 	}
 	l := &pb21.MiniBlockLayout{
 		ValueCompression: valueEncoding21(c.t),
 		Layers:           layers21(c),
 		NumBuffers:       1,
 		NumItems:         uint64(c.n),
+		HasLargeChunk:    wide,
 	}
 	if hasDef {
 		l.DefCompression = flat21(16)
@@ -133,11 +140,20 @@ func encodeMiniBlock(c *column) ([]gather, *pb21.PageLayout) {
 	return []gather{{meta}, data}, &pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: l}}
 }
 
+// appendChunkEntry appends a chunk's entry to the chunk table: u16, or
+// u32 when wide.
+func appendChunkEntry(meta []byte, v uint32, wide bool) []byte {
+	if wide {
+		return binary.LittleEndian.AppendUint32(meta, v)
+	}
+	return binary.LittleEndian.AppendUint16(meta, uint16(v))
+}
+
 // miniFixed lays out the chunks of a fixed-width page without nulls
 // without copying its values: each chunk is an 8-byte header (no levels,
 // the value bytes, padding), the values as they came, then zeros to a
 // multiple of 8.
-func (c *column) miniFixed() ([]byte, gather) {
+func (c *column) miniFixed(wide bool) ([]byte, gather) {
 	w := c.t.width
 	parts := append([][]byte(nil), c.fixedParts()...) // consumed below
 	nchunks := 0
@@ -151,7 +167,11 @@ func (c *column) miniFixed() ([]byte, gather) {
 		cnt := c.miniCount(i, false)
 		vbytes := cnt * w
 		hdr := hdrs[8*k : 8*k+8]
-		binary.LittleEndian.PutUint16(hdr[2:], uint16(vbytes))
+		if wide {
+			binary.LittleEndian.PutUint32(hdr[2:], uint32(vbytes))
+		} else {
+			binary.LittleEndian.PutUint16(hdr[2:], uint16(vbytes))
+		}
 		data = append(data, hdr)
 		for need := vbytes; need > 0; {
 			take := min(need, len(parts[0]))
@@ -169,7 +189,7 @@ func (c *column) miniFixed() ([]byte, gather) {
 		if i+cnt < c.n {
 			log = bits.TrailingZeros(uint(cnt))
 		}
-		meta = binary.LittleEndian.AppendUint16(meta, uint16((8+pad(vbytes, 8))/8-1)<<4|uint16(log))
+		meta = appendChunkEntry(meta, uint32((8+pad(vbytes, 8))/8-1)<<4|uint32(log), wide)
 		i += cnt
 	}
 	return meta, data
@@ -177,7 +197,7 @@ func (c *column) miniFixed() ([]byte, gather) {
 
 // miniChunks lays out the chunks of any other page, copying into one
 // buffer.
-func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
+func (c *column) miniChunks(hasDef, wide bool) ([]byte, gather) {
 	var meta []byte
 	// The chunks take about the page's size: its bytes, 4 or 8 per
 	// offset, 2 per definition level, and a little padding.
@@ -186,12 +206,12 @@ func (c *column) miniChunks(hasDef bool) ([]byte, gather) {
 	for i := 0; i < c.n; {
 		cnt := c.miniCount(i, hasDef)
 		start := len(data)
-		data = c.appendMiniChunk(data, i, cnt, hasDef)
+		data = c.appendMiniChunk(data, i, cnt, hasDef, wide)
 		log := 0
 		if i+cnt < c.n {
 			log = bits.TrailingZeros(uint(cnt))
 		}
-		meta = binary.LittleEndian.AppendUint16(meta, uint16((len(data)-start)/8-1)<<4|uint16(log))
+		meta = appendChunkEntry(meta, uint32((len(data)-start)/8-1)<<4|uint32(log), wide)
 		i += cnt
 	}
 	return meta, gather{data}
@@ -243,7 +263,7 @@ func padTo(b []byte, to int, fill byte) []byte {
 	return b
 }
 
-func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
+func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef, wide bool) []byte {
 	vbytes := c.miniValueBytes(i, cnt)
 	if hasDef {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(cnt))
@@ -251,7 +271,11 @@ func (c *column) appendMiniChunk(dst []byte, i, cnt int, hasDef bool) []byte {
 	} else {
 		dst = binary.LittleEndian.AppendUint16(dst, 0)
 	}
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(vbytes))
+	if wide {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(vbytes))
+	} else {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(vbytes))
+	}
 	dst = padTo(dst, 8, 0)
 	if hasDef {
 		dst = c.appendDefLevels(dst, i, cnt)

@@ -56,7 +56,7 @@ type UnsupportedVersionError struct {
 }
 
 func (e *UnsupportedVersionError) Error() string {
-	return fmt.Sprintf("lancefile: unsupported file version (%d, %d) in footer; want 2.0 (0,3 or 2,0) or 2.1 (2,1)", e.Major, e.Minor)
+	return fmt.Sprintf("lancefile: unsupported file version (%d, %d) in footer; want 2.0 (0,3 or 2,0), 2.1 (2,1) or 2.2 (2,2)", e.Major, e.Minor)
 }
 
 // ErrClosed is returned by a Writer used after Close or after a write

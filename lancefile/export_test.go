@@ -17,7 +17,7 @@ func ExtractColumn(file []byte, col int) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	w := &Writer{w: &buf, opts: WriterOptions{Version: r.version}, fields: r.fields[col : col+1], rows: r.rows}
+	w := &Writer{w: &buf, opts: WriterOptions{Version: r.version}, fields: r.lanceFields[col], rows: r.rows}
 	cm := proto.Clone(r.cols[col]).(*lancefilepb.ColumnMetadata)
 	for _, pg := range cm.GetPages() {
 		for i, off := range pg.GetBufferOffsets() {

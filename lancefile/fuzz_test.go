@@ -55,7 +55,8 @@ func fuzzSeedsT(f testing.TB) [][]byte {
 // the ones under 4 KiB so that they stay cheap to minimize.
 func lanceDBSeeds(f testing.TB) [][]byte {
 	var seeds [][]byte
-	for _, name := range []string{filepath.Join("2.0", "data.lance"), filepath.Join("2.1", "data.lance"), filepath.Join("shapes", "data.lance")} {
+	for _, name := range []string{filepath.Join("2.0", "data.lance"), filepath.Join("2.1", "data.lance"), filepath.Join("shapes", "data.lance"),
+		filepath.Join("2.2", "data.lance"), filepath.Join("shapes-2.2", "data.lance"), filepath.Join("nested-2.2", "data.lance")} {
 		file, err := os.ReadFile(filepath.Join("testdata", "lancedb", name))
 		if err != nil {
 			f.Fatal(err)

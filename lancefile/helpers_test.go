@@ -38,6 +38,9 @@ func allTypes() *arrow.Schema {
 	add("lbin", arrow.BinaryTypes.LargeBinary)
 	add("v4", arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Float32))
 	add("v96", arrow.FixedSizeListOf(96, arrow.PrimitiveTypes.Float32))
+	add("ts", &arrow.TimestampType{Unit: arrow.Microsecond})
+	add("ts_utc", &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"})
+	add("d32", arrow.FixedWidthTypes.Date32)
 	return arrow.NewSchema(fs, nil)
 }
 
@@ -107,6 +110,15 @@ func appendValue(fb array.Builder, r int, long bool) {
 		fb.Append(str)
 	case *array.BinaryBuilder:
 		fb.Append([]byte(str))
+	case *array.TimestampBuilder:
+		// Whole milliseconds, which LanceDB's JavaScript rows give exactly.
+		v := int64(1_700_000_000_000 + 1_000*r)
+		if fb.Type().(*arrow.TimestampType).Unit == arrow.Microsecond {
+			v *= 1000
+		}
+		fb.Append(arrow.Timestamp(v))
+	case *array.Date32Builder:
+		fb.Append(arrow.Date32(19_000 + r))
 	case *array.FixedSizeListBuilder:
 		fb.Append(true)
 		vb := fb.ValueBuilder().(*array.Float32Builder)

@@ -25,7 +25,7 @@ const maxRows = 1 << 32
 // reports each field's Lance field id.
 const FieldIDKey = "lance:field_id"
 
-// Reader reads a Lance data file of format 2.0 or 2.1. Open checks the
+// Reader reads a Lance data file of format 2.0, 2.1 or 2.2. Open checks the
 // footer, schema and column metadata; pages are read and checked when a
 // read needs them. A Reader is safe for concurrent use if its ReaderAt is.
 type Reader struct {
@@ -35,9 +35,13 @@ type Reader struct {
 	rows    uint64
 	fields  []*lancepb.Field
 	types   []colType
-	schema  *arrow.Schema
-	cols    []*lancefilepb.ColumnMetadata
-	starts  [][]uint64 // starts[c][p] = first row of page p of column c
+	depth   []int // repetition/definition layers of each column: 1, or 2 under a struct
+	// lanceFields are the schema fields each column is made of: the
+	// field, a struct and its child, or a list and its item.
+	lanceFields [][]*lancepb.Field
+	schema      *arrow.Schema
+	cols        []*lancefilepb.ColumnMetadata
+	starts      [][]uint64 // starts[c][p] = first row of page p of column c
 	// pageBytes is the total size of every page buffer of every column.
 	// Lance's buffers do not overlap, so it is at most the file size;
 	// checking that keeps reading a whole file O(file size) even when
@@ -66,6 +70,8 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		rd.version = V2_0
 	case major == 2 && minor == 1:
 		rd.version = V2_1
+	case major == 2 && minor == 2:
+		rd.version = V2_2
 	default:
 		return nil, &UnsupportedVersionError{Major: major, Minor: minor}
 	}
@@ -126,26 +132,58 @@ func (rd *Reader) readMetadata(t tail) error {
 	return nil
 }
 
-// setSchema takes the fields of the file descriptor. Only top-level
-// fields of the types this package decodes are accepted.
+// setSchema takes the fields of the file descriptor: top-level fields of
+// the types this package decodes, and structs of those (one level deep).
+// A struct has no column of its own; each of its children is a column,
+// reported as field "struct.child", null where the struct or the child
+// is null.
 func (rd *Reader) setSchema(fd *lancefilepb.FileDescriptor) error {
 	if fd.GetLength() > maxRows {
 		return malformed("file descriptor", "%d rows, more than %d", fd.GetLength(), uint64(maxRows))
 	}
 	rd.rows = fd.GetLength()
+	structs := map[int32]*lancepb.Field{}
+	lists := map[int32]*lancepb.Field{}
 	var afs []arrow.Field
 	for _, f := range fd.GetSchema().GetFields() {
+		name, nullable, depth := f.GetName(), f.GetNullable(), 1
+		var list *lancepb.Field
+		made := []*lancepb.Field{f}
 		if f.GetParentId() != -1 {
-			return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
+			if parent, ok := structs[f.GetParentId()]; ok {
+				name, nullable, depth = parent.GetName()+"."+name, nullable || parent.GetNullable(), 2
+				made = []*lancepb.Field{parent, f}
+			} else if list, ok = lists[f.GetParentId()]; ok {
+				delete(lists, f.GetParentId()) // a list has one child
+			} else {
+				return &UnsupportedTypeError{Field: f.GetName(), Type: "nested field (parent " + strconv.Itoa(int(f.GetParentId())) + ")"}
+			}
+		} else if f.GetLogicalType() == "struct" && rd.version != V2_0 {
+			structs[f.GetId()] = f
+			continue
+		} else if f.GetLogicalType() == "list" && rd.version != V2_0 {
+			lists[f.GetId()] = f
+			continue
 		}
 		t, err := colTypeOfLogical(f.GetName(), f.GetLogicalType())
 		if err != nil {
 			return err
 		}
+		if list != nil {
+			// The list's column: its items, one layer of repetition.
+			t = listType(f.GetName(), f.GetNullable(), t)
+			name, nullable, depth = list.GetName(), list.GetNullable(), 2
+			made = []*lancepb.Field{list, f}
+		}
 		md := arrow.NewMetadata([]string{FieldIDKey}, []string{strconv.Itoa(int(f.GetId()))})
-		afs = append(afs, arrow.Field{Name: f.GetName(), Type: t.dt, Nullable: f.GetNullable(), Metadata: md})
+		afs = append(afs, arrow.Field{Name: name, Type: t.dt, Nullable: nullable, Metadata: md})
 		rd.fields = append(rd.fields, f)
 		rd.types = append(rd.types, t)
+		rd.depth = append(rd.depth, depth)
+		rd.lanceFields = append(rd.lanceFields, made)
+	}
+	for _, l := range lists {
+		return &UnsupportedTypeError{Field: l.GetName(), Type: "list without an item field"}
 	}
 	rd.schema = arrow.NewSchema(afs, nil)
 	return nil
@@ -219,11 +257,16 @@ func (rd *Reader) Version() Version { return rd.version }
 // NumRows is the number of rows in the file.
 func (rd *Reader) NumRows() uint64 { return rd.rows }
 
-// Schema is the file's schema as Arrow fields, each carrying its Lance
-// field id under FieldIDKey in its metadata.
+// Schema is the file's columns as Arrow fields, each carrying its Lance
+// field id under FieldIDKey in its metadata: the id of the column's leaf
+// field, as a manifest's DataFile lists them (a list's item, a struct's
+// child). A struct's child is named "struct.child" and reads null where
+// the struct is null; a list column is named for the list.
 func (rd *Reader) Schema() *arrow.Schema { return rd.schema }
 
-// Fields are the file's Lance schema fields, in column order.
+// Fields are the leaf Lance schema fields of the file's columns, in
+// column order: top-level fields, the children of structs and the items
+// of lists.
 func (rd *Reader) Fields() []*lancepb.Field { return rd.fields }
 
 // NumPages is the number of pages of column col.
@@ -390,7 +433,7 @@ func (rd *Reader) decodePage(col, p, lo, hi int) (*column, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs}
+	pd := pageDecoder{op: op, t: rd.types[col], n: int(pg.GetLength()), lo: lo, hi: hi, bufs: bufs, v22: rd.version == V2_2, depth: rd.depth[col]}
 	var c *column
 	if rd.version == V2_0 {
 		c, err = pd.decode20(enc)
@@ -429,6 +472,11 @@ type pageDecoder struct {
 	n      int // rows in the page
 	lo, hi int // rows wanted
 	bufs   [][]byte
+	v22    bool // a 2.2 page: u32 mini-block sizes, constant layouts
+	depth  int  // layers the page must have: 1, or 2 for a struct's child
+	// maxDef is the highest definition level (0 valid, higher levels
+	// null: the item, then its struct); checkLayers sets it.
+	maxDef int
 	// A decoder that decodes only part of the page sets partial and the
 	// first row it decoded, base.
 	partial bool

@@ -11,7 +11,7 @@ import (
 	"cellguard/lancefile"
 )
 
-var versions = []lancefile.Version{lancefile.V2_0, lancefile.V2_1}
+var versions = lancefile.Versions
 
 // TestRoundTrip writes every type (some nulls, all-null pages, no-null
 // pages, short and long strings) in several batches and pages, and reads
@@ -134,7 +134,7 @@ func TestFooterVersion(t *testing.T) {
 		v            lancefile.Version
 		major, minor byte
 		dm, dn       uint32
-	}{{lancefile.V2_0, 0, 3, 2, 0}, {lancefile.V2_1, 2, 1, 2, 1}} {
+	}{{lancefile.V2_0, 0, 3, 2, 0}, {lancefile.V2_1, 2, 1, 2, 1}, {lancefile.V2_2, 2, 2, 2, 2}} {
 		file, fi := writeFile(t, schema, recs, lancefile.WriterOptions{Version: tc.v})
 		tail := file[len(file)-8:]
 		if tail[0] != tc.major || tail[2] != tc.minor || string(tail[4:]) != "LANC" {

@@ -14,17 +14,26 @@ const (
 	kindFixed kind = iota // width bytes per value (numbers, fixed-size lists)
 	kindBool              // one bit per value
 	kindVar               // offsets and bytes (strings, binary)
+	kindList              // a list of elem values (read only)
 )
 
 // colType is what the encoders and decoders need to know about a type.
 type colType struct {
 	dt      arrow.DataType
 	kind    kind
-	width   int    // bytes per value (kindFixed)
-	dim     int    // items per value for a fixed-size list, else 0
-	item    int    // bytes per item for a fixed-size list
-	large   bool   // 64-bit Arrow offsets (kindVar)
-	logical string // Lance logical type string
+	width   int      // bytes per value (kindFixed)
+	dim     int      // items per value for a fixed-size list, else 0
+	item    int      // bytes per item for a fixed-size list
+	large   bool     // 64-bit Arrow offsets (kindVar)
+	logical string   // Lance logical type string
+	elem    *colType // kindList: the items' type
+}
+
+// listType is a list of items of type elem (a top-level type other than a
+// list), the items nullable or not.
+func listType(item string, nullable bool, elem colType) colType {
+	dt := arrow.ListOfField(arrow.Field{Name: item, Type: elem.dt, Nullable: nullable})
+	return colType{dt: dt, kind: kindList, logical: "list", elem: &elem}
 }
 
 // primitiveNames maps the fixed-width Arrow types we store to Lance logical
@@ -43,6 +52,10 @@ var primitiveTypes = map[string]arrow.DataType{
 	"float": arrow.PrimitiveTypes.Float32, "double": arrow.PrimitiveTypes.Float64,
 }
 
+// timeUnits are the units of Lance's timestamp logical types
+// ("timestamp:us:-", "timestamp:ms:UTC").
+var timeUnits = map[string]arrow.TimeUnit{"s": arrow.Second, "ms": arrow.Millisecond, "us": arrow.Microsecond, "ns": arrow.Nanosecond}
+
 // maxDim bounds the dimension of a fixed-size list so that value sizes
 // cannot overflow.
 const maxDim = 1 << 20
@@ -54,6 +67,15 @@ func colTypeOf(name string, dt arrow.DataType) (colType, error) {
 		return colType{dt: dt, kind: kindFixed, width: w, logical: n}, nil
 	}
 	switch dt.ID() {
+	case arrow.TIMESTAMP:
+		ts := dt.(*arrow.TimestampType)
+		tz := ts.TimeZone
+		if tz == "" {
+			tz = "-"
+		}
+		return colType{dt: dt, kind: kindFixed, width: 8, logical: "timestamp:" + ts.Unit.String() + ":" + tz}, nil
+	case arrow.DATE32:
+		return colType{dt: dt, kind: kindFixed, width: 4, logical: "date32:day"}, nil
 	case arrow.BOOL:
 		return colType{dt: dt, kind: kindBool, logical: "bool"}, nil
 	case arrow.STRING:
@@ -92,12 +114,24 @@ func colTypeOfLogical(name, logical string) (colType, error) {
 		dt = arrow.BinaryTypes.Binary
 	case "large_binary":
 		dt = arrow.BinaryTypes.LargeBinary
+	case "date32:day":
+		dt = arrow.FixedWidthTypes.Date32
 	default:
 		if p, ok := primitiveTypes[logical]; ok {
 			dt = p
 			break
 		}
-		parts := strings.Split(logical, ":")
+		parts := strings.SplitN(logical, ":", 3)
+		if len(parts) == 3 && parts[0] == "timestamp" {
+			if u, ok := timeUnits[parts[1]]; ok && parts[2] != "" {
+				tz := parts[2]
+				if tz == "-" {
+					tz = ""
+				}
+				dt = &arrow.TimestampType{Unit: u, TimeZone: tz}
+			}
+			break
+		}
 		if len(parts) == 3 && parts[0] == "fixed_size_list" {
 			item, ok := primitiveTypes[parts[1]]
 			d, err := strconv.Atoi(parts[2])

@@ -24,7 +24,15 @@ const (
 	V2_1 Version = iota
 	// V2_0 is file format 2.0.
 	V2_0
+	// V2_2 is file format 2.2, the default of Lance 12 / LanceDB 0.39.
+	// Lance 8 reads it too; LanceDB 0.31 creates 2.2 tables only when
+	// asked.
+	V2_2
 )
+
+// Versions lists every version this package reads and writes, oldest
+// first.
+var Versions = []Version{V2_0, V2_1, V2_2}
 
 func (v Version) String() string {
 	switch v {
@@ -32,16 +40,34 @@ func (v Version) String() string {
 		return "2.1"
 	case V2_0:
 		return "2.0"
+	case V2_2:
+		return "2.2"
 	}
 	return fmt.Sprintf("Version(%d)", uint8(v))
 }
 
+// ParseVersion parses a data storage version as a manifest's data_format
+// and LanceDB's new_table_data_storage_version spell it: "2.0", "2.1" or
+// "2.2". Anything else is an *InputError.
+func ParseVersion(s string) (Version, error) {
+	for _, v := range Versions {
+		if v.String() == s {
+			return v, nil
+		}
+	}
+	return 0, inputErr("unknown file format version %q; want 2.0, 2.1 or 2.2", s)
+}
+
 // Numbers returns the version as a manifest's DataFile records it
-// (file_major_version, file_minor_version): 2.0 is (2, 0), 2.1 is (2, 1).
-// The same string with a dot is the manifest's data_format version.
+// (file_major_version, file_minor_version): 2.0 is (2, 0), 2.1 is (2, 1),
+// 2.2 is (2, 2). The same string with a dot is the manifest's data_format
+// version.
 func (v Version) Numbers() (major, minor uint32) {
-	if v == V2_0 {
+	switch v {
+	case V2_0:
 		return 2, 0
+	case V2_2:
+		return 2, 2
 	}
 	return 2, 1
 }
@@ -49,8 +75,11 @@ func (v Version) Numbers() (major, minor uint32) {
 // footer returns the numbers written into the file's footer. Lance writes
 // 2.0 files with the legacy pair (0, 3).
 func (v Version) footer() (major, minor uint16) {
-	if v == V2_0 {
+	switch v {
+	case V2_0:
 		return 0, 3
+	case V2_2:
+		return 2, 2
 	}
 	return 2, 1
 }
@@ -123,7 +152,7 @@ type colWriter struct {
 // (an embedding vector). Nothing is written until the first page is full
 // or Close.
 func NewWriter(w io.Writer, schema *arrow.Schema, fieldIDs []int32, opts WriterOptions) (*Writer, error) {
-	if opts.Version > V2_0 {
+	if opts.Version > V2_2 {
 		return nil, inputErr("unknown version %v", opts.Version)
 	}
 	if opts.PageBytes <= 0 {
@@ -287,7 +316,7 @@ func (w *Writer) flushPage(cw *colWriter) error {
 		b, e := encodePage20(c)
 		bufs, enc = b, direct("lance.encodings.ArrayEncoding", mustMarshal(e))
 	} else {
-		b, e := encodePage21(c)
+		b, e := encodePage21(c, w.opts.Version == V2_2)
 		bufs, enc = b, direct("lance.encodings21.PageLayout", mustMarshal(e))
 	}
 	page := &lancefilepb.Page{Length: uint64(c.n), Encoding: enc, Priority: cw.pageStart}

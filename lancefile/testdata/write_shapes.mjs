@@ -6,8 +6,11 @@
 // byte-stream-split chosen through field metadata, and a fixed-size list
 // with null items. It prints the rows as LanceDB reads them back and the
 // data files it wrote.
-// Input (stdin): {dir, rows}. Output: {rows: [...], files: [abs paths]};
-// values are normalized as in write_tables.mjs.
+// With extra set it adds the columns whose encodings change in 2.2
+// (constant layouts, fixed-width and LZ4-wrapped dictionaries,
+// timestamps, dates, all-null pages).
+// Input (stdin): {dir, rows, version: "2.1", extra}. Output: {rows: [...],
+// files: [abs paths]}; values are normalized as in write_tables.mjs.
 import fs from "node:fs";
 import path from "node:path";
 
@@ -34,6 +37,23 @@ const fields = [
   f("bss_d", new A.Float64(), true, { "lance-encoding:bss": "on" }),
   f("v4_n", new A.FixedSizeList(4, new A.Field("item", new A.Float32(), true)), true),
 ];
+if (input.extra) {
+  fields.push(
+    f("ts_us_n", new A.TimestampMicrosecond(), true),
+    f("ts_s", new A.TimestampSecond(), false),
+    f("ts_ms_utc", new A.Timestamp(A.TimeUnit.MILLISECOND, "UTC"), true),
+    f("date_n", new A.Date_(A.DateUnit.DAY), true),
+    f("f64_3", new A.Float64(), false),
+    f("i32_dict_n", new A.Int32(), true),
+    f("const_s", new A.Utf8(), false),
+    f("const_b", new A.Bool(), false),
+    f("const_f_n", new A.Float32(), true),
+    f("const_v4", new A.FixedSizeList(4, new A.Field("item", new A.Float32(), true)), false),
+    f("null_i", new A.Int64(), true),
+    f("null_s", new A.Utf8(), true),
+    f("bin_n", new A.Binary(), true),
+  );
+}
 const schema = new A.Schema(fields);
 const colors = ["red", "green", "blue"];
 
@@ -57,16 +77,34 @@ function row(r) {
     bss_f: r / 7,
     bss_d: r % 9 === 8 ? null : r * 0.001 + 100,
     v4_n: r % 4 === 1 ? null : [r, r % 3 === 0 ? null : r + 0.5, r + 0.25, -r],
+    // Arrow JS takes timestamps and dates in milliseconds.
+    ts_us_n: r % 4 === 1 ? null : 1700000000000 + r * 3,
+    ts_s: (1700000000 + r * 60) * 1000,
+    ts_ms_utc: r % 5 === 2 ? null : 1600000000000 + r * 7,
+    date_n: r % 3 === 0 ? null : (19000 + (r % 400)) * 86400000,
+    f64_3: [0.5, 1.25, -3][r % 3],
+    i32_dict_n: r % 8 === 7 ? null : [100000, -7, 123456789, 5][r % 4],
+    const_s: "same",
+    const_b: true,
+    const_f_n: r % 2 === 0 ? null : 2.5,
+    const_v4: [1, 2, 3, 4],
+    null_i: null,
+    null_s: null,
+    bin_n: r % 2 ? null : Buffer.from(`bin-${r % 100}|`.repeat(8)),
   };
 }
 
 const rows = [];
-for (let r = 0; r < input.rows; r++) rows.push(row(r));
+const names = fields.map((fd) => fd.name);
+for (let r = 0; r < input.rows; r++) {
+  const all = row(r);
+  rows.push(Object.fromEntries(names.map((n) => [n, all[n]])));
+}
 const db = await lancedb.connect(input.dir);
 // makeArrowTable drops field metadata; a table created from the schema
 // keeps it, and the encoder reads it from there.
 const tbl = await db.createEmptyTable("shapes", schema, {
-  storageOptions: { new_table_data_storage_version: "2.1" },
+  storageOptions: { new_table_data_storage_version: input.version || "2.1" },
 });
 await tbl.add(lancedb.makeArrowTable(rows, { schema }));
 const back = await tbl.query().limit(input.rows + 1).toArray();

@@ -6,9 +6,9 @@
 // and field ids in Lance's own manifest structures (DataFile, DataFragment,
 // DeletionFile, DataOverlayFile), and the committer decides on those alone,
 // so it does not care what is inside the files. This package fills them.
-// Data files are real Lance data files (file format 2.0 or 2.1), written
-// and read with package cellguard/lancefile, so Lance itself (LanceDB
-// 0.31, Lance 8) scans what this package writes; Arrow
+// Data files are real Lance data files (file format 2.0, 2.1 or 2.2),
+// written and read with package cellguard/lancefile, so Lance itself
+// (LanceDB 0.31 and 0.39, Lance 8 and 12) scans what this package writes; Arrow
 // (github.com/apache/arrow-go/v18) is only the in-memory form of the
 // values going in and out. Overlay files are Lance files too, though only
 // cellguard's readers resolve overlays: Lance 8 has no overlay reader, so
@@ -27,19 +27,22 @@
 // recorded with its Lance field id in the file's schema; the DataFile
 // that names the file lists those field ids, their column indices, the
 // file's size and its format version as Lance records it
-// (file_major_version/file_minor_version 2/1 for a 2.1 file, 2/0 for
-// 2.0): what the bytes really are.
+// (file_major_version/file_minor_version 2/2 for a 2.2 file, 2/1 for
+// 2.1, 2/0 for 2.0): what the bytes really are.
 //
 // # File versions
 //
 // All data files of a dataset must have the dataset's storage version
-// (its manifest's data_format): Lance reads a table that mixes 2.0 and 2.1
-// files, but then fails every later append or optimize. So the writers
+// (its manifest's data_format): Lance 8 reads a table that mixes versions
+// (or whose files differ from its data_format), but then fails every
+// later append or optimize; Lance 12 refuses to open it. So the writers
 // never choose a version on their own:
 //
 //   - WriteFragment writes a fragment of a new table, in format 2.1
 //     (NewTableVersion, LanceDB 0.31's default), and creating the table
 //     from such fragments records 2.1 as its data format;
+//     WriteFragmentVersion writes such a fragment in a version of the
+//     caller's choice (LanceDB 0.39 defaults to 2.2);
 //   - WriteFragmentFor writes a fragment for a transaction on an existing
 //     version m, in m's format (FileVersion);
 //   - WriteColumns and WriteOverlay write the version of the fragment's

@@ -50,10 +50,15 @@ function norm(v) {
 // TestLanceDBReadsDataPlaneFiles is the judge: a fragment written by the
 // data plane — a base file with a column of every type, a replacement
 // file for two of its columns (one an embedding vector) and a deletion
-// file — is read by real LanceDB 0.31 (Lance 8.0) in both file versions,
-// which must return exactly the rows and values the data plane reads.
+// file — is read by real LanceDB, 0.31 (Lance 8) and 0.39 (Lance 12), in
+// every file version, which must return exactly the rows and values the
+// data plane reads.
 func TestLanceDBReadsDataPlaneFiles(t *testing.T) {
-	for _, v := range []lancefile.Version{lancefile.V2_1, lancefile.V2_0} {
+	lancedbtest.Each(t, func(t *testing.T, judge lancedbtest.Version) { lanceDBReadsDataPlaneFiles(t, judge) })
+}
+
+func lanceDBReadsDataPlaneFiles(t *testing.T, judge lancedbtest.Version) {
+	for _, v := range lancefile.Versions {
 		t.Run(v.String(), func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -77,7 +82,7 @@ func TestLanceDBReadsDataPlaneFiles(t *testing.T) {
 				Count int              `json:"count"`
 				Rows  []map[string]any `json:"rows"`
 			}
-			lancedbtest.Run(t, lancedbtest.Prelude+readRowsJS, map[string]any{"dir": dir, "table": "t", "limit": 10000}, &out)
+			judge.Run(t, lancedbtest.Prelude+readRowsJS, map[string]any{"dir": dir, "table": "t", "limit": 10000}, &out)
 			if out.Count != len(want) || len(out.Rows) != len(want) {
 				t.Fatalf("LanceDB counts %d rows and reads %d; the data plane reads %d", out.Count, len(out.Rows), len(want))
 			}

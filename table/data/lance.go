@@ -255,6 +255,8 @@ func fileVersion(major, minor uint32) (lancefile.Version, bool) {
 	switch {
 	case major == 2 && minor == 1:
 		return lancefile.V2_1, true
+	case major == 2 && minor == 2:
+		return lancefile.V2_2, true
 	case major == 2 && minor == 0, major == 0 && minor == 3:
 		return lancefile.V2_0, true
 	}
@@ -262,13 +264,13 @@ func fileVersion(major, minor uint32) (lancefile.Version, bool) {
 }
 
 // FileVersion returns the Lance file format version of the data files of
-// the dataset at m: its data_format ("2.0" or "2.1"). Every file written
-// for a transaction on m must have this version; a dataset whose files mix
-// versions still reads, but Lance then fails every later append or
-// optimize. A manifest without a data format is read as Lance reads it:
+// the dataset at m: its data_format ("2.0", "2.1" or "2.2"). Every file
+// written for a transaction on m must have this version; a dataset whose
+// files mix versions still reads, but Lance then fails every later append
+// or optimize. A manifest without a data format is read as Lance reads it:
 // the version of its data files, which must agree; with no data file to
 // tell, Lance takes it for a legacy (0.x) table. Legacy and unknown
-// versions give ErrUnsupported: this package writes 2.0 and 2.1 only.
+// versions give ErrUnsupported: this package writes 2.0, 2.1 and 2.2.
 func FileVersion(m *table.Manifest) (lancefile.Version, error) {
 	const op = "file version"
 	df := m.DataFormat()
@@ -277,12 +279,12 @@ func FileVersion(m *table.Manifest) (lancefile.Version, error) {
 		return inferVersion(m)
 	case df.GetFileFormat() != "lance":
 		return 0, errorf(op, ErrUnsupported, "version %d has data file format %q", m.Version(), df.GetFileFormat())
-	case v == "2.1":
-		return lancefile.V2_1, nil
-	case v == "2.0":
-		return lancefile.V2_0, nil
 	default:
-		return 0, errorf(op, ErrUnsupported, "version %d has data storage version %q; this package writes 2.0 and 2.1", m.Version(), v)
+		fv, err := lancefile.ParseVersion(v)
+		if err != nil {
+			return 0, errorf(op, ErrUnsupported, "version %d has data storage version %q; this package writes 2.0, 2.1 and 2.2", m.Version(), v)
+		}
+		return fv, nil
 	}
 }
 

@@ -331,15 +331,15 @@ func TestFileVersions(t *testing.T) {
 		err    error
 	}{
 		{"2.0", lancefile.V2_0, nil}, {"2.1", lancefile.V2_1, nil}, {"", 0, data.ErrUnsupported},
-		{"0.1", 0, data.ErrUnsupported}, {"2.2", 0, data.ErrUnsupported}, {"none", 0, data.ErrUnsupported},
-		{"none, 2.0 files", lancefile.V2_0, nil}, {"none, 2.1 files", lancefile.V2_1, nil},
+		{"0.1", 0, data.ErrUnsupported}, {"2.2", lancefile.V2_2, nil}, {"2.3", 0, data.ErrUnsupported}, {"none", 0, data.ErrUnsupported},
+		{"none, 2.0 files", lancefile.V2_0, nil}, {"none, 2.1 files", lancefile.V2_1, nil}, {"none, 2.2 files", lancefile.V2_2, nil},
 	} {
 		pb := &lancepb.Manifest{Version: 2, Fields: testFields,
 			DataFormat: &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: tc.format}}
 		if strings.HasPrefix(tc.format, "none") {
 			pb.DataFormat = nil
 		}
-		if minor, ok := map[string]uint32{"none, 2.0 files": 0, "none, 2.1 files": 1}[tc.format]; ok {
+		if minor, ok := map[string]uint32{"none, 2.0 files": 0, "none, 2.1 files": 1, "none, 2.2 files": 2}[tc.format]; ok {
 			pb.Fragments = []*lancepb.DataFragment{{Id: 1, PhysicalRows: 2, Files: []*lancepb.DataFile{
 				{Path: "a.lance", Fields: []int32{fX}, FileMajorVersion: 2, FileMinorVersion: minor}}}}
 		}
@@ -373,6 +373,16 @@ func TestFileVersions(t *testing.T) {
 		{Path: "a.lance", Fields: []int32{fX}, FileMajorVersion: 0, FileMinorVersion: 1}}})
 	if _, err := s.WriteOverlay(ctx, schema, legacy, map[int32]data.Cells{fY: {Offsets: []uint32{0}, Values: int64Col(1)}}); !errors.Is(err, data.ErrUnsupported) {
 		t.Errorf("WriteOverlay on a legacy fragment: %v; want ErrUnsupported", err)
+	}
+	for _, v := range lancefile.Versions {
+		f, err := s.WriteFragmentVersion(ctx, v, schema, cols)
+		major, minor := v.Numbers()
+		if err != nil || f.GetFiles()[0].GetFileMajorVersion() != major || f.GetFiles()[0].GetFileMinorVersion() != minor {
+			t.Errorf("WriteFragmentVersion(%v): %v, %v; want a %v file", v, f, err, v)
+		}
+	}
+	if _, err := s.WriteFragmentVersion(ctx, lancefile.Version(9), schema, cols); !errors.Is(err, data.ErrInvalidArgument) {
+		t.Errorf("WriteFragmentVersion(9): %v; want ErrInvalidArgument", err)
 	}
 	v20 := table.NewFragment(&lancepb.DataFragment{Id: 1, PhysicalRows: 2, Files: []*lancepb.DataFile{
 		{Path: "a.lance", Fields: []int32{fX}, FileMajorVersion: 2, FileMinorVersion: 0}}})

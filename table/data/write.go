@@ -24,8 +24,9 @@ import (
 // Lance names its data files.
 const fileExt = ".lance"
 
-// NewTableVersion is the Lance file format version of the files of a new
-// table: 2.1, the default of Lance 8 (LanceDB 0.31).
+// NewTableVersion is the Lance file format version WriteFragment writes
+// for a new table: 2.1, the default of Lance 8 (LanceDB 0.31). Lance 12
+// (LanceDB 0.39) defaults to 2.2; WriteFragmentVersion writes any.
 const NewTableVersion = lancefile.V2_1
 
 // Cells are new values for some cells of one field of a fragment.
@@ -47,6 +48,17 @@ type Cells struct {
 // fragments to an existing dataset, use WriteFragmentFor.
 func (s *Store) WriteFragment(ctx context.Context, schema *table.Schema, cols map[int32]arrow.Array) (*lancepb.DataFragment, error) {
 	return s.writeFragment(ctx, "write fragment", NewTableVersion, schema, cols)
+}
+
+// WriteFragmentVersion is WriteFragment in file format v, for a new table
+// whose manifest records v as its data format (v.String(): "2.0", "2.1"
+// or "2.2"; see lancefile.ParseVersion).
+func (s *Store) WriteFragmentVersion(ctx context.Context, v lancefile.Version, schema *table.Schema, cols map[int32]arrow.Array) (*lancepb.DataFragment, error) {
+	const op = "write fragment"
+	if !slices.Contains(lancefile.Versions, v) {
+		return nil, errorf(op, ErrInvalidArgument, "unknown file version %v", v)
+	}
+	return s.writeFragment(ctx, op, v, schema, cols)
 }
 
 // WriteFragmentFor is WriteFragment for a transaction that reads version m
@@ -114,7 +126,7 @@ func FragmentVersion(frag *table.Fragment) (lancefile.Version, error) {
 		fv, ok := fileVersion(df.GetFileMajorVersion(), df.GetFileMinorVersion())
 		switch {
 		case !ok:
-			return 0, errorf("file version", ErrUnsupported, "fragment %d: data file %s has file version %d.%d; this package writes 2.0 and 2.1",
+			return 0, errorf("file version", ErrUnsupported, "fragment %d: data file %s has file version %d.%d; this package writes 2.0, 2.1 and 2.2",
 				frag.ID(), df.GetPath(), df.GetFileMajorVersion(), df.GetFileMinorVersion())
 		case seen && fv != v:
 			return 0, errorf("file version", ErrUnsupported, "fragment %d mixes file versions %s and %s", frag.ID(), v, fv)
