@@ -17,7 +17,8 @@ import (
 )
 
 // Stage publishes txn to its dataset's staging subject with the uuid as
-// Nats-Msg-Id, and returns once JetStream has stored it. It does not wait
+// Nats-Msg-Id, and returns once JetStream has stored it; an error wraps
+// ErrOutcomeUnknown when a publish may have stored it. It does not wait
 // for the decision; Outcome finds it later. Staging the same Txn again is
 // harmless: the stream drops the duplicate within its window, and the
 // committer decides each uuid once.
