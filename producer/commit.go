@@ -245,7 +245,7 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ctx, done := c.guard(ctx, ds)
-	defer func() { err = done(err) }()
+	defer func() { err = done(unknownUnlessDecided(txnID, ds, err)) }()
 	if err := subject.ValidTxnID(txnID); err != nil {
 		return 0, fmt.Errorf("producer: outcome of txn %q: %w: %v", txnID, ErrInvalidOption, err)
 	}
@@ -284,6 +284,19 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 		}
 	}
 	return c.await(ctx, f, w, nil, ds, txnID, nil)
+}
+
+// unknownUnlessDecided makes an error of Outcome's wrap ErrOutcomeUnknown
+// unless it is an answer (a rejection, ErrNotStaged) or a bad argument:
+// a read that failed leaves the outcome unknown, whatever the reason.
+func unknownUnlessDecided(txnID, ds string, err error) error {
+	var rej *RejectedError
+	switch {
+	case err == nil, errors.As(err, &rej), errors.Is(err, ErrNotStaged), errors.Is(err, ErrOutcomeUnknown),
+		errors.Is(err, ErrInvalidOption), errors.Is(err, subject.ErrInvalidDataset), errors.Is(err, ErrClosed):
+		return err
+	}
+	return fmt.Errorf("producer: txn %s on %s: %w: %w", txnID, ds, ErrOutcomeUnknown, err)
 }
 
 // pending reports whether a message for txnID waits in the staging stream.

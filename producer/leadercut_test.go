@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"cellguard/committer"
 	"cellguard/internal/natstest"
 	"cellguard/producer"
+	"cellguard/table"
 	"cellguard/table/data"
 )
 
@@ -42,11 +45,24 @@ func TestOutcomeWhileStagingLeaderIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	create(t, c, s, "ds", []int64{1, 2}, []int64{3})
-	snap, err := c.Latest(t.Context(), "ds")
+	// A cluster just formed, its leaders just moved, may time requests
+	// out for a while: set up with retries.
+	schema, err := table.NewSchema(fields)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := s.WriteFragment(t.Context(), schema, map[int32]arrow.Array{0: int64s(1, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createTxn := producer.Create("ds", fields, f)
+	var snap *producer.Snapshot
+	settle(t, func(ctx context.Context) (err error) {
+		if _, err = c.Commit(ctx, createTxn); err == nil { // the same Txn again: safe
+			snap, err = c.Latest(ctx, "ds")
+		}
+		return err
+	})
 	txn := yTxn(t, s, snap, 0)
 
 	var others []*natstest.Server
@@ -72,9 +88,14 @@ func TestOutcomeWhileStagingLeaderIsCut(t *testing.T) {
 	}
 	t.Logf("with the leader cut: Commit: %v; Outcome: %v", commitErr, outcomeErr)
 
+	// As a worker does: ask again while the outcome is unknown.
 	fctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	v, finalErr := c.Outcome(fctx, "ds", txn.ID(), txn.ReadVersion())
+	for errors.Is(finalErr, producer.ErrOutcomeUnknown) && fctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		v, finalErr = c.Outcome(fctx, "ds", txn.ID(), txn.ReadVersion())
+	}
 	t.Logf("after the routes are back: Outcome = %d, %v", v, finalErr)
 	for _, e := range []struct {
 		call string
@@ -112,7 +133,14 @@ func TestOutcomeWhileStagingLeaderIsCut(t *testing.T) {
 	default:
 		t.Errorf("Outcome after the routes are back = %v; want the decision", finalErr)
 	}
-	if n := decisionsFor(t, c, "ds", txn.ID()); n != 1 {
+	// The scan may be served by a replica behind: wait for it to have
+	// the decision, then count.
+	n := decisionsFor(t, c, "ds", txn.ID())
+	for n == 0 && fctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		n = decisionsFor(t, c, "ds", txn.ID())
+	}
+	if n != 1 {
 		t.Errorf("%d decisions for %s; want 1", n, txn.ID())
 	}
 }
@@ -149,6 +177,25 @@ func TestWithdrawnNeverCommits(t *testing.T) {
 	}
 	if n := decisionsFor(t, c, "ds", txn.ID()); n != 1 {
 		t.Errorf("%d decisions for %s; want 1", n, txn.ID())
+	}
+}
+
+// settle runs fn until it succeeds, for 30 s at most.
+func settle(t *testing.T, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(actx)
+		acancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("setting up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
