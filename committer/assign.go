@@ -305,15 +305,9 @@ func (c *Committer) reconcile(ctx context.Context) {
 			continue
 		}
 		p := newPartition(c, pk[0], pk[1])
-		pctx, cancel := context.WithCancel(ctx)
-		p.cancel, p.done = cancel, make(chan struct{})
+		p.start(ctx, &c.wg)
 		c.parts[name] = p
 		started++
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			p.run(pctx)
-		}()
 	}
 	n := len(c.parts)
 	c.partMu.Unlock()
@@ -360,7 +354,9 @@ func (c *Committer) stopPartitions() {
 	c.parts = map[string]*partition{}
 	c.partMu.Unlock()
 	for _, p := range parts {
-		p.cancel()
+		if p.cancel != nil {
+			p.cancel() // all at once; stop waits for each
+		}
 	}
 	for _, p := range parts {
 		p.stop(false)

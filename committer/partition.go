@@ -52,7 +52,12 @@ type partition struct {
 	lastCseq uint64
 	// consuming is set while the consumer is being pulled from.
 	consuming atomic.Bool
+	// failures counts the consumptions that failed (the consumer could
+	// not be created or read, the server was away).
+	failures atomic.Uint64
 
+	// cancel and done are set by start; a partition never started has
+	// neither, and stop has nothing to wait for.
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -65,6 +70,18 @@ func newPartition(c *Committer, n, k int) *partition {
 // failed (the server was unreachable, the consumer deleted).
 var partitionRestart = retry.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
 
+// start runs the partition on a goroutine of its own, counted in wg,
+// until ctx ends or stop.
+func (p *partition) start(ctx context.Context, wg *sync.WaitGroup) {
+	pctx, cancel := context.WithCancel(ctx)
+	p.cancel, p.done = cancel, make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.run(pctx)
+	}()
+}
+
 // run consumes until ctx ends, restarting the consumption after a failure.
 func (p *partition) run(ctx context.Context) {
 	defer close(p.done)
@@ -74,6 +91,7 @@ func (p *partition) run(ctx context.Context) {
 		if ctx.Err() != nil || errors.Is(err, errCrash) {
 			return
 		}
+		p.failures.Add(1)
 		if time.Since(began) > partitionRestart.Max {
 			attempt = 0
 		}
@@ -430,11 +448,19 @@ func oneDataset(items []item) bool {
 
 // stop ends the partition's consumption, waits for the batch in hand to
 // finish, and unpins the consumer so that the committer it now belongs to
-// gets the pin at once.
+// gets the pin at once. It may be called in any state: never started,
+// still creating its consumer, after the creation failed, with the
+// server away.
 func (p *partition) stop(unpin bool) {
+	if p.cancel == nil {
+		return // never started
+	}
 	p.cancel()
-	<-p.done
-	if !unpin || p.cons == nil { // nil: the consumer was never reached
+	<-p.done // run closes it on every return
+	// run has returned: p.cons is read after its last write.
+	if !unpin || p.cons == nil {
+		// Without a consumer handle this committer never pulled from
+		// the consumer, so it holds no pin of it and left no pull.
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -19,7 +17,8 @@ import (
 )
 
 // Stage publishes txn to its dataset's staging subject with the uuid as
-// Nats-Msg-Id, and returns once JetStream has stored it. It does not wait
+// Nats-Msg-Id, and returns once JetStream has stored it; an error wraps
+// ErrOutcomeUnknown when a publish may have stored it. It does not wait
 // for the decision; Outcome finds it later. Staging the same Txn again is
 // harmless: the stream drops the duplicate within its window, and the
 // committer decides each uuid once.
@@ -39,21 +38,9 @@ func (c *Client) stage(ctx context.Context, txn *Txn) (*jetstream.PubAck, error)
 	if err != nil {
 		return nil, err
 	}
-	// Each attempt is bounded: a publish in flight when the stream's
-	// leader is lost is never answered, and waiting for it would spend
-	// the whole call. Attempts carry the same Nats-Msg-Id, so one that
-	// did land makes the next a duplicate.
-	var ack *jetstream.PubAck
-	err = retry.Do(ctx, math.MaxInt, stageRetry, func(ctx context.Context) error {
-		actx, cancel := context.WithTimeout(ctx, stageAttemptTimeout)
-		defer cancel()
-		var err error
-		ack, err = c.js.Publish(actx, c.sc.Txn(txn.dataset), body,
-			jetstream.WithMsgID(txn.ID()), jetstream.WithExpectStream(c.sc.TxnStream()))
-		return err
-	}, func(err error) bool { return ambiguous(err) && ctx.Err() == nil })
+	ack, err := c.publishStaged(ctx, txn.dataset, txn.ID(), body)
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeMessageTooLarge && !errors.Is(err, ErrOutcomeUnknown) {
 		// No retry can stage it: the same transaction is as large again.
 		return nil, fmt.Errorf("producer: stage txn %s: %w: %d bytes, over the staging stream's message limit (%s)", txn.ID(), ErrInvalidTxn, len(body), apiErr.Description)
 	}
@@ -106,10 +93,10 @@ func (c *Client) commit(ctx context.Context, txn *Txn) (uint64, error) {
 	repeat := txn.staged
 	ack, err := c.stage(ctx, txn)
 	if err != nil {
-		if !ambiguous(err) {
-			return 0, err
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			return 0, err // refused: nothing was stored
 		}
-		repeat = true // it may have landed: look for a decision too
+		repeat = true // it may have landed, or land yet: look for a decision
 	} else {
 		txn.staged = true
 		repeat = repeat || ack.Duplicate
@@ -122,13 +109,6 @@ func (c *Client) commit(ctx context.Context, txn *Txn) (uint64, error) {
 		found = ch
 	}
 	return c.await(ctx, f, w, found, txn.dataset, txn.ID(), txn)
-}
-
-// ambiguous reports a publish error after which the message may or may
-// not be stored.
-func ambiguous(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 type lookup struct {
@@ -246,21 +226,29 @@ func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
 		}
 		r = full
 	}
+	if isWithdrawal(r.Decision) {
+		return 0, fmt.Errorf("producer: txn %s: %w: withdrawn, its uuid never commits", r.TxnID, ErrNotStaged)
+	}
 	return 0, rejection.FromDecision(r.Decision)
 }
 
 // Outcome finds the decision of transaction txnID of dataset ds, read at
 // readVersion, after a crash or a timeout lost it. It returns the
-// committed version or a *RejectedError. A transaction still staged is
-// waited for until ctx (or the default timeout) ends, then ErrOutcomeUnknown.
-// A transaction neither decided nor staged gives ErrNotStaged: only then
-// is it safe to recompute it under a new uuid (committing the same Txn
-// again is always safe).
+// committed version or a *RejectedError. When the transaction is neither
+// staged nor decided, Outcome withdraws its uuid (fate.go) and waits for
+// the uuid's decision: ErrNotStaged when the withdrawal took it (the
+// transaction never commits; only then is it safe to recompute it under
+// a new uuid), else the transaction's own decision. Whatever is not
+// decided when ctx (or the default timeout) ends gives ErrOutcomeUnknown.
+// Committing the same Txn again is always safe.
 func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint64) (_ uint64, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ctx, done := c.guard(ctx, ds)
-	defer func() { err = done(err) }()
+	defer func() { err = done(unknownUnlessDecided(txnID, ds, err)) }()
+	if err := subject.ValidTxnID(txnID); err != nil {
+		return 0, fmt.Errorf("producer: outcome of txn %q: %w: %v", txnID, ErrInvalidOption, err)
+	}
 	f, err := c.follow(ctx, ds)
 	if err != nil {
 		return 0, err
@@ -268,7 +256,8 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	w := f.wait(txnID)
 	defer w.cancel()
 	// Staged first, then the log: a message leaves the staging stream only
-	// after its decision is in the log, so one of the two sees it.
+	// after its decision is in the log, so one of the two sees it. Both
+	// are shortcuts: the withdrawal below decides what they do not see.
 	pending, err := c.pending(ctx, ds, txnID)
 	if err != nil {
 		return 0, err
@@ -286,9 +275,28 @@ func (c *Client) Outcome(ctx context.Context, ds, txnID string, readVersion uint
 	default:
 	}
 	if !pending {
-		return 0, fmt.Errorf("producer: txn %s on %s: %w", txnID, ds, ErrNotStaged)
+		if _, err := c.withdraw(ctx, ds, txnID, readVersion); err != nil {
+			if errors.Is(err, ErrOutcomeUnknown) {
+				return 0, err
+			}
+			// A refused withdrawal shows nothing about the transaction.
+			return 0, fmt.Errorf("producer: txn %s on %s: %w: %w", txnID, ds, ErrOutcomeUnknown, err)
+		}
 	}
 	return c.await(ctx, f, w, nil, ds, txnID, nil)
+}
+
+// unknownUnlessDecided makes an error of Outcome's wrap ErrOutcomeUnknown
+// unless it is an answer (a rejection, ErrNotStaged) or a bad argument:
+// a read that failed leaves the outcome unknown, whatever the reason.
+func unknownUnlessDecided(txnID, ds string, err error) error {
+	var rej *RejectedError
+	switch {
+	case err == nil, errors.As(err, &rej), errors.Is(err, ErrNotStaged), errors.Is(err, ErrOutcomeUnknown),
+		errors.Is(err, ErrInvalidOption), errors.Is(err, subject.ErrInvalidDataset), errors.Is(err, ErrClosed):
+		return err
+	}
+	return fmt.Errorf("producer: txn %s on %s: %w: %w", txnID, ds, ErrOutcomeUnknown, err)
 }
 
 // pending reports whether a message for txnID waits in the staging stream.

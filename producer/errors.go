@@ -26,9 +26,10 @@ var (
 	// transaction may still commit: look it up with Outcome, or commit the
 	// same Txn again; never stage a recomputation under a new uuid first.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
-	// ErrNotStaged reports, from Outcome, a transaction that has neither a
-	// decision nor a staged message: it never reached the staging stream,
-	// so recomputing it under a new uuid cannot publish anything twice.
+	// ErrNotStaged reports a transaction whose uuid was withdrawn: Outcome
+	// found it neither staged nor decided and staged a withdrawal under
+	// its uuid, which the committer decided first. The transaction never
+	// commits, so recomputing it under a new uuid cannot apply it twice.
 	ErrNotStaged = errors.New("transaction not staged")
 
 	// ErrDatasetNotFound reports a dataset with no committed version.

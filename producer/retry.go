@@ -74,7 +74,7 @@ func OnRetry(fn func(attempt int, err error)) RetryOption {
 // new transaction, up to MaxAttempts commits; any other error ends it. A
 // commit whose outcome is lost is looked up, never recomputed blindly: a
 // new transaction is computed only when the log shows the previous one
-// was rejected or never staged.
+// rejected, or withdrawn (ErrNotStaged): never while it may still commit.
 //
 // It returns the version committed, or the last error (a *RejectedError
 // after the last attempt). When fn returns a nil Txn it returns the
@@ -107,9 +107,10 @@ func (c *Client) RetryWithRecompute(ctx context.Context, ds string, fn Recompute
 		v, err := c.Commit(ctx, txn)
 		if errors.Is(err, ErrOutcomeUnknown) && ctx.Err() == nil {
 			v, err = c.Outcome(ctx, ds, txn.ID(), txn.ReadVersion())
-			if errors.Is(err, ErrNotStaged) {
-				err = fmt.Errorf("%w: %w", ErrRetryable, err)
-			}
+		}
+		if errors.Is(err, ErrNotStaged) {
+			// Withdrawn: the uuid never commits, a recomputation may.
+			err = fmt.Errorf("%w: %w", ErrRetryable, err)
 		}
 		if err == nil || !errors.Is(err, ErrRetryable) {
 			return v, err
