@@ -134,8 +134,9 @@ func localCreds(role string) string {
 // file store under dataDir, listening on loopback only, with the same
 // accounts and roles as a production cluster (deploy/nats/accounts.conf).
 // Each role's nkey seed is generated on first start under dataDir/creds
-// (mode 0600) and kept; an anonymous client is refused.
-func embedded(dataDir string, port int, log *slog.Logger) (*embeddedServer, error) {
+// (mode 0600) and kept; an anonymous client is refused. sync is when the
+// file store reaches the disk (always, unless the operator opted out).
+func embedded(dataDir string, port int, sync syncPolicy, log *slog.Logger) (*embeddedServer, error) {
 	credsDir := filepath.Join(dataDir, "creds")
 	keys, err := credgen.Nkeys(credsDir, credgen.Roles)
 	if err != nil {
@@ -168,11 +169,12 @@ func embedded(dataDir string, port int, log *slog.Logger) (*embeddedServer, erro
 	opts.JetStream, opts.StoreDir = true, filepath.Join(dataDir, "jetstream")
 	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
 	opts.JetStreamLimits = server.JSLimitOpts{DefaultMaxConsumers: -1}
+	sync.apply(opts)
 	s, err := startServer(opts)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir)
+	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir, "sync", sync.String())
 	log.Info("embedded NATS credentials: one nkey seed file per role (cellguard commands here use admin.nk)", "dir", credsDir)
 	return &embeddedServer{Server: s, keys: keys}, nil
 }
@@ -193,12 +195,14 @@ func (e *embeddedServer) connect(role, name string) (*nats.Conn, error) {
 
 // open starts an embedded server without accounts: only `bench`, which
 // measures raw JetStream in a temporary directory, uses it.
-func open(dataDir string, port int) (*server.Server, error) {
-	return startServer(&server.Options{
+func open(dataDir string, port int, sync syncPolicy) (*server.Server, error) {
+	opts := &server.Options{
 		ServerName: "cellguard-bench", Host: "127.0.0.1", Port: port, JetStream: true,
 		StoreDir: filepath.Join(dataDir, "jetstream"), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
-	})
+	}
+	sync.apply(opts)
+	return startServer(opts)
 }
 
 func startServer(opts *server.Options) (*server.Server, error) {
