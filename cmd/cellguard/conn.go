@@ -27,7 +27,7 @@ const defaultClientURL = "nats://127.0.0.1:4222"
 // --tls-cert, …, env CELLGUARD_*) still work.
 type connFlags struct {
 	url, creds, tlsCert, tlsKey, tlsCA, prefix string
-	context                                    string
+	context, inbox                             string
 	defaultURL                                 string
 }
 
@@ -49,6 +49,7 @@ func (c *connFlags) register(fs *flag.FlagSet, defaultURL string) {
 		fs.StringVar(&c.tlsCA, name, os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
 	}
 	fs.StringVar(&c.prefix, "prefix", envOr("CELLGUARD_PREFIX", "cg"), "subject prefix (env CELLGUARD_PREFIX)")
+	fs.StringVar(&c.inbox, "inbox-prefix", os.Getenv("CELLGUARD_INBOX_PREFIX"), "inbox prefix of this user's replies (default: _INBOX_<public nkey of --creds>, the one the shipped accounts allow; env CELLGUARD_INBOX_PREFIX)")
 }
 
 func envOr(key, def string) string {
@@ -61,7 +62,7 @@ func envOr(key, def string) string {
 // config returns the connection settings: the flags, then the context
 // file for whatever the flags leave unset.
 func (c *connFlags) config() (natsconn.Config, error) {
-	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA, InboxPrefix: c.inbox}
 	if c.context == "" {
 		return cfg, nil
 	}
@@ -81,6 +82,7 @@ func (c *connFlags) config() (natsconn.Config, error) {
 	fill(&cfg.TLSCert, nc.TLSCert)
 	fill(&cfg.TLSKey, nc.TLSKey)
 	fill(&cfg.TLSCA, nc.TLSCA)
+	fill(&cfg.InboxPrefix, nc.InboxPrefix)
 	cfg.User, cfg.Password, cfg.Token = nc.User, nc.Password, nc.Token
 	return cfg, nil
 }
