@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: certs rules-test demo test test-quick test-long check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: certs rules-test demo test test-quick test-long test-nemesis check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
@@ -36,6 +36,16 @@ test-long:
 	$(GO) test -count=1 -timeout 10m -v ./committer -run TestFailoverDecisionGap -failover.measure
 	$(GO) test -count=1 -timeout 60m -v ./cmd/cellguard -run TestSoak -soak -soak.duration=5m -soak.lag=50000 -soak.maxgap=1s
 
+## test-nemesis: a 3-node cluster of nats-server processes (built from the
+## pinned module, sync_interval: always), 3 serve processes and SDK workers
+## under seeded faults (committer and server SIGKILL and SIGSTOP, all
+## servers killed at once), then the checker; and the fsync-before-ack
+## traces of the embedded server and the shipped cluster configs.
+test-nemesis:
+	CELLGUARD_REQUIRE_STRACE=1 $(GO) test -count=1 -timeout 20m ./cmd/cellguard ./deploy -run 'SyncsBeforeAck'
+	$(GO) test -count=1 -timeout 30m -v ./cmd/cellguard -run TestNemesis -args -nemesis -nemesis.duration=5m -nemesis.seed=1
+	$(GO) test -count=1 -timeout 30m -v ./cmd/cellguard -run TestNemesis -args -nemesis -nemesis.duration=2m -nemesis.seed=2
+
 ## check: formatting, vet, module tidiness, generated code drift, alert rule
 ## unit tests, race-enabled tests.
 check: fmt vet tidy-check proto-check rules-test race
@@ -51,8 +61,11 @@ fmt:
 vet:
 	$(GO) vet $(PKGS)
 
+# CELLGUARD_REQUIRE_STRACE: the fsync-before-ack trace check
+# (cmd/cellguard TestEmbeddedSyncsBeforeAck) fails instead of skipping
+# when strace is missing (apt-get install strace).
 race:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	CELLGUARD_REQUIRE_STRACE=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 tidy-check:
 	$(GO) mod tidy -diff

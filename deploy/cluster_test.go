@@ -78,6 +78,7 @@ func startShipped(t *testing.T) *shipped {
 	}
 	for role, k := range keys {
 		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_NKEY", k.Public)
+		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_INBOX", k.Inbox())
 	}
 	accounts, err := os.ReadFile("nats/accounts.conf")
 	if err != nil {

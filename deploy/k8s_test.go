@@ -90,6 +90,7 @@ func TestHelmValuesAccountsMatch(t *testing.T) {
 	roles := []string{"COMMITTER", "WORKER", "READER", "ADMIN", "SYSTEM"}
 	for _, r := range roles {
 		t.Setenv("CELLGUARD_"+r+"_NKEY", "ZZNKEY"+r)
+		t.Setenv("CELLGUARD_"+r+"_INBOX", "_INBOX_ZZNKEY"+r+".>")
 	}
 	b, err := os.ReadFile("nats/accounts.conf")
 	if err != nil {
@@ -122,6 +123,7 @@ func TestHelmValuesAccountsMatch(t *testing.T) {
 	js := buf.Bytes()
 	for _, r := range roles {
 		js = bytes.ReplaceAll(js, []byte(`"<< $CELLGUARD_`+r+`_NKEY >>"`), []byte(`$CELLGUARD_`+r+`_NKEY`))
+		js = bytes.ReplaceAll(js, []byte(`"<< $CELLGUARD_`+r+`_INBOX >>"`), []byte(`$CELLGUARD_`+r+`_INBOX`))
 	}
 	got, err := conf.Parse(string(js))
 	if err != nil {

@@ -36,9 +36,10 @@ var tenantRoles = []string{"COMMITTER", "WORKER", "READER", "ADMIN"}
 func TestTenantAccountsMatch(t *testing.T) {
 	t.Setenv("CELLGUARD_SYSTEM_NKEY", "ZZSYSTEM")
 	for _, r := range tenantRoles {
-		t.Setenv("CELLGUARD_"+r+"_NKEY", "ZZ"+r)
-		t.Setenv("TENANT_A_"+r+"_NKEY", "ZZ"+r)
-		t.Setenv("TENANT_B_"+r+"_NKEY", "ZZ"+r)
+		for _, acc := range []string{"CELLGUARD_", "TENANT_A_", "TENANT_B_"} {
+			t.Setenv(acc+r+"_NKEY", "ZZ"+r)
+			t.Setenv(acc+r+"_INBOX", "_INBOX_ZZ"+r+".>")
+		}
 	}
 	parse := func(path string) map[string]any {
 		b, err := os.ReadFile(path)

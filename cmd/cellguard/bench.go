@@ -154,6 +154,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	memoryLimit := memoryLimitFlag(fs)
 	latency := fs.Bool("latency", true, "also measure latency at half the measured throughput")
 	dir := fs.String("data-dir", "", "embedded server store (default: a temp dir, removed after)")
+	syncFlag := fs.String("sync", syncAlways, "the servers' file store policy: 'always' syncs every write before acknowledging it (serve's default), a duration (e.g. 2m, JetStream's default) flushes in the background")
 	nodes := fs.Int("cluster", 1, "JetStream nodes, 1 to 5: 1 is one embedded server with R1 streams, n > 1 an n-node loopback cluster in this process with Rn streams")
 	jsonPath := fs.String("json", "", "write the results to `FILE` as JSON (schema above)")
 	plotPath := fs.String("plot", "", "write a plot of the results to `FILE` as SVG")
@@ -172,6 +173,10 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plan.burst = *burst
 	if err := checkBenchFlags(*n, *producers, *manyTxns, *nodes, *every); err != nil {
 		return err
+	}
+	sync, err := parseSync(*syncFlag)
+	if err != nil {
+		return usageError{"bench: " + err.Error()}
 	}
 	if *rounds < 1 || *rounds > 100 {
 		return usageError{fmt.Sprintf("bench: -rounds %d: want 1 to 100", *rounds)}
@@ -211,7 +216,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("CELLGUARD_BENCH_LOG") != "" {
 		quiet = slog.New(slog.NewTextHandler(stderr, nil))
 	}
-	url, stop, err := startBenchServers(ctx, *dir, *nodes)
+	url, stop, err := startBenchServers(ctx, *dir, *nodes, sync)
 	if err != nil {
 		return err
 	}
@@ -223,8 +228,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	stopTicker := b.prog.tick(*every)
 	defer stopTicker()
-	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, %s, GOMAXPROCS=%d\n\n",
-		*n, *producers, serversLabel(*nodes), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "cellguard bench: %d txns per run, %d producers, %s, sync %s, GOMAXPROCS=%d\n\n",
+		*n, *producers, serversLabel(*nodes), sync, runtime.GOMAXPROCS(0))
 	printBenchHeader(stdout)
 	// The runs made so far are written even when one fails.
 	err = b.runRounds(ctx, plan, *latency, *rounds)
@@ -305,18 +310,28 @@ func serversLabel(nodes int) string {
 
 // startBenchServers starts one embedded server, or a loopback cluster of
 // nodes, with their stores under dir, and returns the client URLs and a
-// function that stops them.
-func startBenchServers(ctx context.Context, dir string, nodes int) (string, func(), error) {
+// function that stops them. sync is every server's file store policy.
+func startBenchServers(ctx context.Context, dir string, nodes int, sync syncPolicy) (string, func(), error) {
 	if nodes == 1 {
-		srv, err := open(dir, -1)
+		srv, err := open(dir, -1, sync)
 		if err != nil {
 			return "", nil, err
 		}
 		return srv.ClientURL(), func() { srv.Shutdown(); srv.WaitForShutdown() }, nil
 	}
-	c, err := loopback.StartCluster(filepath.Join(dir, "cluster"), nodes)
+	opts, err := loopback.ClusterOptions("loopback", nodes, func(i int) string { return filepath.Join(dir, "cluster", fmt.Sprintf("n%d", i+1)) })
 	if err != nil {
 		return "", nil, err
+	}
+	c := &loopback.Cluster{}
+	for _, o := range opts {
+		sync.apply(o)
+		s, err := loopback.Start(o)
+		if err != nil {
+			c.Shutdown()
+			return "", nil, err
+		}
+		c.Servers = append(c.Servers, s)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -27,7 +27,7 @@ const defaultClientURL = "nats://127.0.0.1:4222"
 // --tls-cert, …, env CELLGUARD_*) still work.
 type connFlags struct {
 	url, creds, tlsCert, tlsKey, tlsCA, prefix string
-	context                                    string
+	context, inbox                             string
 	defaultURL                                 string
 }
 
@@ -49,6 +49,7 @@ func (c *connFlags) register(fs *flag.FlagSet, defaultURL string) {
 		fs.StringVar(&c.tlsCA, name, os.Getenv("CELLGUARD_TLS_CA"), "CA bundle to verify the server (env CELLGUARD_TLS_CA)")
 	}
 	fs.StringVar(&c.prefix, "prefix", envOr("CELLGUARD_PREFIX", "cg"), "subject prefix (env CELLGUARD_PREFIX)")
+	fs.StringVar(&c.inbox, "inbox-prefix", os.Getenv("CELLGUARD_INBOX_PREFIX"), "inbox prefix of this user's replies (default: _INBOX_<public nkey of --creds>, the one the shipped accounts allow; env CELLGUARD_INBOX_PREFIX)")
 }
 
 func envOr(key, def string) string {
@@ -61,7 +62,7 @@ func envOr(key, def string) string {
 // config returns the connection settings: the flags, then the context
 // file for whatever the flags leave unset.
 func (c *connFlags) config() (natsconn.Config, error) {
-	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA}
+	cfg := natsconn.Config{URL: c.url, Creds: c.creds, TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSCA: c.tlsCA, InboxPrefix: c.inbox}
 	if c.context == "" {
 		return cfg, nil
 	}
@@ -81,6 +82,7 @@ func (c *connFlags) config() (natsconn.Config, error) {
 	fill(&cfg.TLSCert, nc.TLSCert)
 	fill(&cfg.TLSKey, nc.TLSKey)
 	fill(&cfg.TLSCA, nc.TLSCA)
+	fill(&cfg.InboxPrefix, nc.InboxPrefix)
 	cfg.User, cfg.Password, cfg.Token = nc.User, nc.Password, nc.Token
 	return cfg, nil
 }
@@ -134,8 +136,9 @@ func localCreds(role string) string {
 // file store under dataDir, listening on loopback only, with the same
 // accounts and roles as a production cluster (deploy/nats/accounts.conf).
 // Each role's nkey seed is generated on first start under dataDir/creds
-// (mode 0600) and kept; an anonymous client is refused.
-func embedded(dataDir string, port int, log *slog.Logger) (*embeddedServer, error) {
+// (mode 0600) and kept; an anonymous client is refused. sync is when the
+// file store reaches the disk (always, unless the operator opted out).
+func embedded(dataDir string, port int, sync syncPolicy, log *slog.Logger) (*embeddedServer, error) {
 	credsDir := filepath.Join(dataDir, "creds")
 	keys, err := credgen.Nkeys(credsDir, credgen.Roles)
 	if err != nil {
@@ -168,11 +171,12 @@ func embedded(dataDir string, port int, log *slog.Logger) (*embeddedServer, erro
 	opts.JetStream, opts.StoreDir = true, filepath.Join(dataDir, "jetstream")
 	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
 	opts.JetStreamLimits = server.JSLimitOpts{DefaultMaxConsumers: -1}
+	sync.apply(opts)
 	s, err := startServer(opts)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir)
+	log.Info("embedded NATS JetStream running", "url", s.ClientURL(), "store", opts.StoreDir, "sync", sync.String())
 	log.Info("embedded NATS credentials: one nkey seed file per role (cellguard commands here use admin.nk)", "dir", credsDir)
 	return &embeddedServer{Server: s, keys: keys}, nil
 }
@@ -193,12 +197,14 @@ func (e *embeddedServer) connect(role, name string) (*nats.Conn, error) {
 
 // open starts an embedded server without accounts: only `bench`, which
 // measures raw JetStream in a temporary directory, uses it.
-func open(dataDir string, port int) (*server.Server, error) {
-	return startServer(&server.Options{
+func open(dataDir string, port int, sync syncPolicy) (*server.Server, error) {
+	opts := &server.Options{
 		ServerName: "cellguard-bench", Host: "127.0.0.1", Port: port, JetStream: true,
 		StoreDir: filepath.Join(dataDir, "jetstream"), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
-	})
+	}
+	sync.apply(opts)
+	return startServer(opts)
 }
 
 func startServer(opts *server.Options) (*server.Server, error) {

@@ -30,6 +30,8 @@ var datasetVerbs = map[string]string{
 	"show":   "NAME",
 	"log":    "NAME [--from SEQ]",
 	"delete": "NAME [--force] [--quiet DURATION] [--purge-data]",
+	"verify": "NAME [--location URL]",
+	"repair": "NAME [--location URL]",
 }
 
 const datasetUsage = `usage: cellguard dataset <verb> [flags]
@@ -41,6 +43,8 @@ verbs:
   show NAME                show the head manifest and publishing state
   log NAME                 print the decision log of a dataset
   delete NAME              delete a dataset (admin only; --force while it is staged to)
+  verify NAME              check the decision log against the published Lance table; exit 1 on any difference
+  repair NAME              append the published versions a log that fell behind its table lacks (committer only)
 
 Run 'cellguard dataset <verb> -h' for the flags of a verb.
 `
@@ -73,6 +77,8 @@ func (o *datasetOpts) register(fs *flag.FlagSet, verb string) {
 		fs.BoolVar(&o.all, "all", false, "list deleted datasets too (marked deleted)")
 	case "delete":
 		o.del.register(fs)
+	case "verify", "repair":
+		fs.StringVar(&o.lf.location, "location", "", "the Lance directory to check (default: the dataset's location, from its log)")
 	}
 }
 
@@ -83,7 +89,7 @@ func dataset(ctx context.Context, verb string, args []string, stdout, stderr io.
 	}
 	argsHelp, ok := datasetVerbs[verb]
 	if !ok {
-		return usageError{fmt.Sprintf("dataset: unknown verb %q (want create, adopt, list, show, log or delete)", verb)}
+		return usageError{fmt.Sprintf("dataset: unknown verb %q (want create, adopt, list, show, log, delete, verify or repair)", verb)}
 	}
 	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -155,6 +161,10 @@ func datasetVerb(ctx context.Context, nc *nats.Conn, cf *connFlags, verb string,
 		return datasetAdopt(ctx, nc, cf.prefix, name, o.lf.location, o.wait, stdout)
 	case "delete":
 		return datasetDelete(ctx, nc, cf.prefix, name, o.del, stdout)
+	case "verify":
+		return datasetVerifyCmd(ctx, nc, cf.prefix, name, o.lf.location, stdout)
+	case "repair":
+		return datasetRepairCmd(ctx, nc, cf.prefix, name, o.lf.location, stdout)
 	case "list":
 		return datasetList(ctx, nc, cf.prefix, o.all, stdout)
 	case "show":

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -65,6 +67,25 @@ func TestDatasetPublishingCommands(t *testing.T) {
 	until("published: version 1, lag 0", "dataset", "show", "own")
 	if _, err := os.Stat(filepath.Join(own, "_versions", "18446744073709551614.manifest")); err != nil {
 		t.Error(err)
+	}
+	// verify: clean; a copy without its manifest differs (exit non-zero);
+	// repair: nothing to do on a log that is not behind.
+	if got, err := cli("dataset", "verify", "own"); err != nil || !strings.Contains(got, "ok: every version") {
+		t.Errorf("verify own: %v\n%s", err, got)
+	}
+	tampered := filepath.Join(dir, "tampered.lance")
+	if out, err := exec.Command("cp", "-a", own, tampered).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	if err := os.Remove(filepath.Join(tampered, "_versions", "18446744073709551614.manifest")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli("dataset", "verify", "own", "--location", tampered)
+	if !errors.Is(err, errDiverged) || !strings.Contains(got, "DIFF version 1: manifest missing") {
+		t.Errorf("verify a copy without its manifest: %v\n%s", err, got)
+	}
+	if got, err := cli("dataset", "repair", "own"); err != nil || !strings.Contains(got, "nothing to repair") {
+		t.Errorf("repair own: %v\n%s", err, got)
 	}
 
 	// A location that already holds a Lance table, one that is a file, and

@@ -223,7 +223,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, er
 		return demoResult{}, usageError{fmt.Sprintf("demo: --data-dir %s is not empty; give the demo an empty or new directory", dir)}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	srv, err := embedded(dir, -1, quiet)
+	srv, err := embedded(dir, -1, syncPolicy{always: true}, quiet)
 	if err != nil {
 		return demoResult{}, err
 	}

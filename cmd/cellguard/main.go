@@ -80,6 +80,8 @@ commands:
   dataset show NAME        show the head manifest of a dataset
   dataset log NAME         print the decision log of a dataset
   dataset delete NAME      delete a dataset (admin only): [--force] [--purge-data]
+  dataset verify NAME      check the decision log against the published Lance table (exit 1 if they differ)
+  dataset repair NAME      bring a log that fell behind its published table forward (committer only)
   txn inspect FILE.txn     decode a Lance transaction file and print it
   bench                    benchmark the committer beside raw JetStream
   demo                     run the whole pipeline on an embedded server and verify it
@@ -105,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "dataset":
 		if len(args) < 2 {
-			return usageError{"dataset: want a verb: create, adopt, list, show, log or delete (cellguard dataset -h)"}
+			return usageError{"dataset: want a verb: create, adopt, list, show, log, delete, verify or repair (cellguard dataset -h)"}
 		}
 		return dataset(ctx, args[1], args[2:], stdout, stderr)
 	case "txn":

@@ -27,6 +27,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cf.register(fs, "")
 	dataDir := fs.String("data-dir", envOr("CELLGUARD_DATA_DIR", "./cellguard-data"), "embedded server's data directory (env CELLGUARD_DATA_DIR)")
 	port := fs.Int("nats-port", 4222, "embedded server's client port on 127.0.0.1 (-1: random)")
+	natsSync := fs.String("nats-sync", envOr("CELLGUARD_NATS_SYNC", syncAlways), "embedded server: 'always' syncs every write to disk before acknowledging it; a duration (e.g. 2m) flushes in the background instead, UNSAFE: a power failure can lose acknowledged decisions (env CELLGUARD_NATS_SYNC)")
 	httpAddr := fs.String("http", envOr("CELLGUARD_HTTP", "127.0.0.1:9090"), "address for /metrics, /healthz, /readyz (empty: off)")
 	logLevel := fs.String("log-level", envOr("CELLGUARD_LOG_LEVEL", "info"), "debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log JSON instead of text")
@@ -73,6 +74,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
+	sync, err := parseSync(*natsSync)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if cf.url != "" && *natsSync != syncAlways {
+		return usageError{"--nats-sync sets the embedded server's policy; an external server's is its jetstream { sync_interval } (deploy/nats sets always)"}
+	}
 	restoreLimit, err := setMemoryLimit(*mem.memoryLimit)
 	if err != nil {
 		return err
@@ -80,7 +88,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer restoreLimit()
 	url, nsCreds := cf.url, namespaceCreds{}
 	if url == "" {
-		srv, err := embedded(*dataDir, *port, log)
+		sync.announce(log, reg)
+		srv, err := embedded(*dataDir, *port, sync, log)
 		if err != nil {
 			return err
 		}

@@ -168,6 +168,12 @@ type Nkey struct {
 	Public   string
 }
 
+// Inbox is the subject pattern of the user's own replies,
+// _INBOX_<public key>.>: the value of CELLGUARD_<ROLE>_INBOX, the only
+// inbox the shipped accounts let the user subscribe to. The prefix is
+// natsconn.InboxPrefix's (the one cellguard's clients use).
+func (k Nkey) Inbox() string { return "_INBOX_" + k.Public + ".>" }
+
 // Nkeys writes a fresh user nkey seed per role into dir as ROLE.nk (mode
 // 0600) and returns the public keys. An existing seed file is kept and
 // read, so a second call is idempotent.

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"os"
 	"testing"
+
+	"cellguard/internal/natsconn"
 )
 
 func TestTLSChainsToCA(t *testing.T) {
@@ -55,5 +57,20 @@ func TestNkeysKeepExistingSeeds(t *testing.T) {
 	fi, err := os.Stat(a["reader"].SeedFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("seed mode %v (%v), want 0600", fi.Mode(), err)
+	}
+}
+
+func TestInboxIsTheClientsPrefix(t *testing.T) {
+	keys, err := Nkeys(t.TempDir(), []string{"worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keys["worker"]
+	if want := natsconn.InboxPrefix(k.Public) + ".>"; k.Inbox() != want {
+		t.Fatalf("Inbox() = %q, want %q", k.Inbox(), want)
+	}
+	pub, err := natsconn.CredsPublicKey(k.SeedFile)
+	if err != nil || pub != k.Public {
+		t.Fatalf("CredsPublicKey = %q, %v; want %q", pub, err, k.Public)
 	}
 }

@@ -20,6 +20,7 @@ type natsContext struct {
 	User     string `json:"user"`
 	Password string `json:"password"`
 	Token    string `json:"token"`
+	Inbox    string `json:"inbox_prefix"`
 }
 
 // LoadContext reads a nats CLI context: name is a context name (looked up
@@ -52,7 +53,7 @@ func LoadContext(name string) (Config, error) {
 	}
 	return Config{
 		URL: c.URL, Creds: expandHome(creds), TLSCert: expandHome(c.Cert), TLSKey: expandHome(c.Key), TLSCA: expandHome(c.CA),
-		User: c.User, Password: c.Password, Token: c.Token,
+		User: c.User, Password: c.Password, Token: c.Token, InboxPrefix: c.Inbox,
 	}, nil
 }
 

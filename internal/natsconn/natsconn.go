@@ -10,6 +10,14 @@
 // and its nkey seed, for servers in operator mode) or a bare user nkey
 // seed file (for servers whose accounts list nkey users, as
 // deploy/nats/accounts.conf does).
+//
+// Replies (JetStream API answers, publish acknowledgements, pulled
+// messages) come to a connection's inbox subjects. Each user has its own
+// inbox prefix, _INBOX_<its public nkey> (InboxPrefix), and the shipped
+// accounts let a user subscribe to its own prefix only: no credential can
+// read the replies meant for another user. Connect with a credentials
+// file uses it by itself; a program that dials with nats.go directly adds
+// nats.CustomInboxPrefix(natsconn.InboxPrefix(pub)) (or InboxOption).
 package natsconn
 
 import (
@@ -23,6 +31,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Config holds the connection settings.
@@ -36,6 +45,41 @@ type Config struct {
 	// file is used (a nats CLI context may carry them). They are never
 	// printed.
 	User, Password, Token string
+	// InboxPrefix overrides the inbox prefix the credentials imply
+	// (InboxPrefix of their public key); without credentials, the nats.go
+	// default (_INBOX) unless set.
+	InboxPrefix string
+}
+
+// InboxPrefix is the inbox prefix of the user with public nkey pub:
+// "_INBOX_" + pub. The shipped accounts allow each user to subscribe to
+// InboxPrefix(its key) + ".>" and to no other inbox.
+func InboxPrefix(pub string) string { return "_INBOX_" + pub }
+
+// CredsPublicKey returns the public user nkey of a credentials file (a
+// .creds file or a bare nkey seed).
+func CredsPublicKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: credentials: %w", ErrConfig, err)
+	}
+	defer clear(b)
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return "", fmt.Errorf("%w: credentials %s: not a .creds file nor an nkey seed", ErrConfig, path)
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
+}
+
+// InboxOption is the nats.go option that sets the inbox prefix of the
+// user whose credentials file is at path.
+func InboxOption(path string) (nats.Option, error) {
+	pub, err := CredsPublicKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return nats.CustomInboxPrefix(InboxPrefix(pub)), nil
 }
 
 // ErrConfig marks settings that cannot work (a TLS key without its
@@ -52,6 +96,16 @@ func (c Config) Options() ([]nats.Option, error) {
 			return nil, err
 		}
 		opts = append(opts, o)
+		if c.InboxPrefix == "" {
+			io, err := InboxOption(c.Creds)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, io)
+		}
+	}
+	if c.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	switch {
 	case c.TLSCert != "" && c.TLSKey != "":

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"cellguard/internal/credgen"
+	"cellguard/internal/natsconn"
 )
 
 // Roles is a server started with a NATS accounts file whose users are the
@@ -33,6 +34,7 @@ func RunWithAccounts(t *testing.T, accountsPath string) *Roles {
 	}
 	for role, k := range keys {
 		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_NKEY", k.Public)
+		t.Setenv("CELLGUARD_"+strings.ToUpper(role)+"_INBOX", k.Inbox())
 	}
 	return &Roles{Server: serveAccounts(t, dir, accountsPath), Keys: keys}
 }
@@ -58,6 +60,7 @@ func RunWithTenants(t *testing.T, accountsPath string, tenants ...string) map[st
 		}
 		for role, k := range keys {
 			t.Setenv(strings.ToUpper(tenant+"_"+role)+"_NKEY", k.Public)
+			t.Setenv(strings.ToUpper(tenant+"_"+role)+"_INBOX", k.Inbox())
 		}
 		out[tenant] = &Roles{Keys: keys}
 	}
@@ -103,7 +106,8 @@ func serveAccounts(t *testing.T, dir, accountsPath string) *server.Server {
 	return srv
 }
 
-// Auth returns the option that authenticates as role.
+// Auth returns the option that authenticates as role, with the role's
+// own inbox prefix (the only inbox its permissions allow).
 func (r *Roles) Auth(t testing.TB, role string) nats.Option {
 	t.Helper()
 	k, ok := r.Keys[role]
@@ -114,7 +118,13 @@ func (r *Roles) Auth(t testing.TB, role string) nats.Option {
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
-	return o
+	inbox := nats.CustomInboxPrefix(natsconn.InboxPrefix(k.Public))
+	return func(opts *nats.Options) error {
+		if err := o(opts); err != nil {
+			return err
+		}
+		return inbox(opts)
+	}
 }
 
 // Connect dials the server as role; the connection closes at cleanup.

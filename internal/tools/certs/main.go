@@ -5,7 +5,7 @@
 //	DIR/tls/      ca.pem, server.pem + server-key.pem (client and route TLS),
 //	              client-ROLE.pem + client-ROLE-key.pem per role
 //	DIR/nkeys/    ROLE.nk, one user nkey seed per role (mode 0600)
-//	DIR/nkeys.env CELLGUARD_ROLE_NKEY=<public key> lines for the NATS servers
+//	DIR/nkeys.env CELLGUARD_ROLE_NKEY=<public key> and CELLGUARD_ROLE_INBOX=<its inbox subjects> lines for the NATS servers
 //
 // The CA is a throw-away test CA; bring your own in production. Seeds are
 // never printed: only file paths and public keys are.
@@ -55,6 +55,9 @@ func run(dir string, hosts []string) error {
 	var env strings.Builder
 	for _, role := range credgen.Roles {
 		fmt.Fprintf(&env, "CELLGUARD_%s_NKEY=%s\n", strings.ToUpper(role), keys[role].Public)
+		if role != "system" {
+			fmt.Fprintf(&env, "CELLGUARD_%s_INBOX=%s\n", strings.ToUpper(role), keys[role].Inbox())
+		}
 	}
 	envFile := filepath.Join(dir, "nkeys.env")
 	if err := os.WriteFile(envFile, []byte(env.String()), 0o644); err != nil {
