@@ -288,11 +288,16 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if rej != nil {
 		return verdict{}, rej
 	}
-	rec.DatasetConfig = cfg
 	next, err := applyTxn(ctx, nil, txn, s)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
+	if cfg != nil && cfg.GetLocation() != "" {
+		// The version the table has: the one the transaction names (Create
+		// holds the files to it), else its files', else the table default.
+		cfg.StorageVersion = next.DataFormat().GetVersion()
+	}
+	rec.DatasetConfig = cfg
 	return s.finish(next, txn, nil, nil, rec)
 }
 

@@ -50,8 +50,9 @@ func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
 // creationConfig returns the configuration a creating transaction
 // carries, for its committed record, completed with the defaults: the
 // location <lanceRoot>/<ds>.lance when the transaction names none and
-// lanceRoot is set, Lance 8 readers and storage version 2.1 for a
-// published dataset. A property that does not decode rejects the
+// lanceRoot is set, Lance 8 readers and storage version
+// dataplane.DefaultStorageVersion for a published dataset (create records
+// the version the table then has). A property that does not decode rejects the
 // creation.
 func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardpb.DatasetConfig, *rejection) {
 	cfg, err := declog.ConfigOf(txn)

@@ -10,6 +10,7 @@ import (
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // A dataset's configuration (where it is published, which readers it
@@ -80,4 +81,25 @@ func (l *Log) Config(ctx context.Context, ds string) (*cellguardpb.DatasetConfig
 		return &cellguardpb.DatasetConfig{}, nil
 	}
 	return nil, fmt.Errorf("declog: %s: %w", ds, ErrNoDataset)
+}
+
+// Create builds version 1 of a dataset from its creating transaction:
+// table.CreateWith with the data storage version the transaction's
+// configuration names (DatasetConfig.storage_version), so that a table
+// created without data files has the version asked for, and one created
+// with data files of another version is refused. A transaction naming
+// none gets the table model's default (table.CreateOptions). The
+// committer, every replay of the log and the namespace's check all create
+// tables this way, from the transaction alone.
+func Create(txn *lancepb.Transaction) (*table.Manifest, error) {
+	cfg, err := ConfigOf(txn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", table.ErrInvalidTransaction, err)
+	}
+	var opts table.CreateOptions
+	if v := cfg.GetStorageVersion(); v != "" {
+		opts.DataFormat = &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: v}
+		opts.RequireFormat = true
+	}
+	return table.CreateWith(txn, opts)
 }

@@ -422,7 +422,7 @@ func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.
 func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction) (*table.Manifest, error) {
 	l := s.cfg.Log
 	if !exists {
-		return table.Apply(ctx, nil, txn, nil)
+		return declog.Create(txn)
 	}
 	rv := txn.GetReadVersion()
 	if rv == 0 || rv > h.Version {
