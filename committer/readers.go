@@ -29,6 +29,8 @@ func servesLance8(cfg *cellguardpb.DatasetConfig) bool {
 //   - DataOverlay on a dataset serving Lance 8: LanceDB 0.31 has no
 //     overlay code, so a published version with overlays is unreadable
 //     (reader flag 64) or, without the flag, read with stale base values.
+//     LanceDB 0.39 (Lance 12.0) refuses flag 64 as well (measured:
+//     publish.TestLanceDBReadsOverlays), so no LanceDB readers get one.
 //   - CreateIndex on a published dataset: cellguard does not prune an
 //     index's fragment coverage when later operations rewrite the indexed
 //     values, so LanceDB could answer from an index over values that are

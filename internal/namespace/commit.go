@@ -108,7 +108,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
 		return nil, internal(err)
 	} else if found {
-		return s.answer(ctx, t, ds, rec)
+		return s.answer(ctx, t, ds, v, rec)
 	}
 	h, exists, e := s.lastCommitted(ctx, ds) // not dropped: checked under the lock
 	if e != nil {
@@ -143,7 +143,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if e != nil {
 		return nil, e
 	}
-	return s.answer(ctx, t, ds, rec)
+	return s.answer(ctx, t, ds, v, rec)
 }
 
 func (req *createVersionRequest) validate() *Error {
@@ -350,11 +350,12 @@ func headerValue(s string, n int) string {
 	return s
 }
 
-// answer turns a decision into the response: the committed version once
-// its manifest is in storage, or the rejection.
-func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declog.Record) (any, *Error) {
+// answer turns a decision on a proposal of version v into the response:
+// the committed version once its manifest is in storage, or the
+// rejection.
+func (s *Server) answer(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record) (any, *Error) {
 	if !rec.Committed() {
-		return nil, s.rejected(ctx, t, ds, rec)
+		return nil, s.rejected(ctx, t, ds, v, rec)
 	}
 	ok, err := s.published(ctx, t.loc, rec.Version, s.cfg.CommitTimeout)
 	if err != nil {
@@ -371,18 +372,23 @@ func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declo
 	return map[string]any{"version": tv}, nil
 }
 
-// rejected maps a rejection to the error the client gets. A retryable
-// conflict is ConcurrentModification (the client rebases on the newer
-// versions, which are published first); every other reason is final.
-func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec declog.Record) *Error {
+// rejected maps a rejection of a proposal of version v to the error the
+// client gets. A retryable conflict is ConcurrentModification (the client
+// rebases on the newer versions, which are published first) when version
+// v exists: Lance 12 answers a 409 by reading version v back
+// (version/describe) and comparing its transaction with its own, and a
+// version it cannot read back ends its call as "commit result unknown".
+// A retryable conflict at a version that does not exist, and every other
+// reason, is final.
+func (s *Server) rejected(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record) *Error {
 	rej := rejection.FromDecision(rec.Decision)
 	reason := rec.Decision.GetReason()
 	switch reason {
 	case cellguardpb.Reason_CONFLICT_RETRYABLE, cellguardpb.Reason_VERSION_MOVED:
-		if h, ok, e := s.head(ctx, ds); e == nil && ok {
+		if h, ok, e := s.head(ctx, ds); e == nil && ok && h.Version >= v {
 			_, _ = s.published(ctx, t.loc, h.Version, publishWait)
+			return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: reason.String()}
 		}
-		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: reason.String()}
 	}
 	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
 	e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: reason.String()}
