@@ -188,7 +188,8 @@ func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transa
 
 // applyTxn applies a committed transaction to head (nil for creation:
 // declog.Create, in the storage version the transaction's configuration
-// names) and returns the next manifest. It is used both when deciding and
+// names; replays of a creation use declog.CreateAs with the creating
+// record's) and returns the next manifest. It is used both when deciding and
 // when replaying the log, so the two cannot diverge.
 func applyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
 	if head == nil {

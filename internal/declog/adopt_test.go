@@ -111,6 +111,18 @@ func TestCreateStorageVersion(t *testing.T) {
 		{"2.2 files, 2.1", create("2.1", file(2)), ""},
 	} {
 		m, err := declog.Create(tc.txn)
+		if tc.want != "" {
+			// CreateAs's version applies only when neither the
+			// configuration nor a data file tells one.
+			other, err := declog.CreateAs(tc.txn, "2.0")
+			want := tc.want
+			if tc.name == "empty, no version" {
+				want = "2.0"
+			}
+			if err != nil || other.DataFormat().GetVersion() != want {
+				t.Errorf("%s: CreateAs 2.0: %v, %v; want %q", tc.name, other, err, want)
+			}
+		}
 		switch {
 		case tc.want == "" && !errors.Is(err, table.ErrInvalidTransaction):
 			t.Errorf("%s: %v, want ErrInvalidTransaction", tc.name, err)

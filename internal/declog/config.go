@@ -91,7 +91,13 @@ func (l *Log) Config(ctx context.Context, ds string) (*cellguardpb.DatasetConfig
 // none gets the table model's default (table.CreateOptions). The
 // committer, every replay of the log and the namespace's check all create
 // tables this way, from the transaction alone.
-func Create(txn *lancepb.Transaction) (*table.Manifest, error) {
+func Create(txn *lancepb.Transaction) (*table.Manifest, error) { return CreateAs(txn, "") }
+
+// CreateAs is Create for a transaction whose configuration names no
+// storage version, with empty the table's version when no data file tells
+// it: the creating record's (Decision.dataset_config.storage_version) on
+// a replay, subject.HdrStorageVersion when the committer decides.
+func CreateAs(txn *lancepb.Transaction, empty string) (*table.Manifest, error) {
 	cfg, err := ConfigOf(txn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", table.ErrInvalidTransaction, err)
@@ -100,6 +106,12 @@ func Create(txn *lancepb.Transaction) (*table.Manifest, error) {
 	if v := cfg.GetStorageVersion(); v != "" {
 		opts.DataFormat = &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: v}
 		opts.RequireFormat = true
+	} else if empty != "" {
+		opts.DataFormat = &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: empty}
 	}
 	return table.CreateWith(txn, opts)
 }
+
+// ValidStorageVersion reports whether v is a data storage version a
+// dataset may have: 2.0, 2.1 or 2.2.
+func ValidStorageVersion(v string) bool { return v == "2.0" || v == "2.1" || v == "2.2" }

@@ -33,7 +33,7 @@ func Replay(ctx context.Context, m *table.Manifest, r Record, older table.Versio
 	}
 	var next *table.Manifest
 	if m == nil {
-		next, err = Create(txn)
+		next, err = CreateAs(txn, r.Decision.GetDatasetConfig().GetStorageVersion())
 	} else {
 		next, err = table.Apply(ctx, m, txn, older)
 	}

@@ -139,7 +139,11 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if f := s.beforeStage.Load(); f != nil {
 		(*f)(ctx, ds)
 	}
-	rec, e := s.stageAndAwait(ctx, ds, st, attempt{version: v, from: from, refusal: ref})
+	a := attempt{version: v, from: from, refusal: ref}
+	if !exists {
+		a.storageVersion = st.manifest.GetDataFormat().GetVersion()
+	}
+	rec, e := s.stageAndAwait(ctx, ds, st, a)
 	if e != nil {
 		return nil, e
 	}
@@ -271,6 +275,9 @@ type attempt struct {
 	version uint64   // the version the client proposes: binding
 	from    uint64   // where the decision is looked for in the log
 	refusal *refusal // nil: the namespace found nothing wrong
+	// storageVersion is the client's table's data storage version, for a
+	// creation (subject.HdrStorageVersion): what an empty table has.
+	storageVersion string
 }
 
 // attemptID is the staged message's identity: its Nats-Msg-Id. It is
@@ -293,6 +300,9 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 	msg := nats.NewMsg(s.sc.Txn(ds))
 	msg.Data = st.body
 	msg.Header.Set(subject.HdrProposedVersion, strconv.FormatUint(a.version, 10))
+	if a.storageVersion != "" {
+		msg.Header.Set(subject.HdrStorageVersion, headerValue(a.storageVersion, 32))
+	}
 	if a.refusal != nil {
 		msg.Header.Set(subject.HdrRefusal, a.refusal.reason.String())
 		msg.Header.Set(subject.HdrRefusalMessage, headerValue(a.refusal.msg, maxRefusalMessage))
@@ -405,7 +415,7 @@ func (s *Server) rejected(ctx context.Context, t *tableState, ds string, v uint6
 // to the committer, which rejects it with the conflict. An error is
 // trouble reading storage or the log, not a verdict.
 func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) (*refusal, *Error) {
-	want, err := s.expected(ctx, t, ds, h, exists, st.txn)
+	want, err := s.expected(ctx, t, ds, h, exists, st.txn, st.manifest.GetDataFormat().GetVersion())
 	switch {
 	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrInvalidTransaction),
 		errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, errBadReadVersion):
@@ -424,11 +434,16 @@ func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.
 }
 
 // expected computes the manifest the commit must produce, or nil when the
-// rebase finds a conflict (the committer will reject it).
-func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction) (*table.Manifest, error) {
+// rebase finds a conflict (the committer will reject it). A creation
+// takes the client's storage version when no data file tells it, as the
+// committer does (subject.HdrStorageVersion).
+func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction, storageVersion string) (*table.Manifest, error) {
 	l := s.cfg.Log
 	if !exists {
-		return declog.Create(txn)
+		if !declog.ValidStorageVersion(storageVersion) {
+			storageVersion = "" // not one a dataset may have: the default, and the manifests differ
+		}
+		return declog.CreateAs(txn, storageVersion)
 	}
 	rv := txn.GetReadVersion()
 	if rv == 0 || rv > h.Version {

@@ -256,3 +256,49 @@ func TestLanceDBTamperedManifest(t *testing.T) {
 		}
 	})
 }
+
+// TestLanceDBCreateEmptyTable: createEmptyTable through the namespace
+// makes a table in the client's storage version (LanceDB 0.31 writes 2.1,
+// 0.39 2.2: the staged manifest says so and no data file tells it), which
+// the committer records and replays; the client then adds to it.
+func TestLanceDBCreateEmptyTable(t *testing.T) {
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		var out struct {
+			Version int    `json:"v"`
+			Count   int    `json:"count"`
+			Err     string `json:"err"`
+		}
+		v.Run(t, lancedbtest.Prelude+`
+const input = JSON.parse(await readStdin());
+const db = await lancedb.connectNamespace("rest", { uri: input.uri });
+const schema = new arrow.Schema([new arrow.Field("id", new arrow.Int64(), true)]);
+const r = {};
+try {
+  const timeout = new Promise((_, rej) => setTimeout(() => rej(new Error("TIMEOUT")), 15000));
+  const tbl = await Promise.race([db.createEmptyTable("e", schema), timeout]);
+  r.v = Number(await tbl.version());
+  await Promise.race([tbl.add([{ id: 1n }]), timeout]);
+  r.count = await tbl.countRows();
+} catch (e) { r.err = String(e.message ?? e); }
+process.stdout.write(JSON.stringify(r));
+process.exit(0);
+`, map[string]any{"uri": e.url}, &out)
+		if out.Err != "" || out.Version != 1 || out.Count != 1 {
+			t.Fatalf("createEmptyTable and add: %+v", out)
+		}
+		want := map[string]string{"lance8": "2.1", "lance12": "2.2"}[v.Name]
+		m, _, err := e.log.Load(t.Context(), "e", 1, e.log.Versions("e"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.DataFormat().GetVersion(); got != want {
+			t.Errorf("version 1 replayed with storage version %q, want %q", got, want)
+		}
+		cfg, err := e.log.Config(t.Context(), "e")
+		if err != nil || cfg.GetStorageVersion() != want {
+			t.Errorf("recorded config %v, %v; want storage version %q", cfg, err, want)
+		}
+		e.checkLog(t, "e", 2)
+	})
+}
