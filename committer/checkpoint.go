@@ -375,7 +375,12 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 		if err != nil {
 			return nil, err
 		}
-		next, err := applyTxn(ctx, m, txn, h)
+		var next *table.Manifest
+		if m == nil {
+			next, err = declog.CreateAs(txn, st.cfg.GetStorageVersion()) // as create decided it
+		} else {
+			next, err = applyTxn(ctx, m, txn, h)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.ds, u, err)
 		}

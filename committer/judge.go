@@ -130,7 +130,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
-		return s.create(ctx, txn, rec)
+		return s.create(ctx, in, txn, rec)
 	}
 	head := s.head
 	switch {
@@ -274,7 +274,7 @@ func (s *state) checkRebaseLag(rv uint64) *rejection {
 	return nil
 }
 
-func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *state) create(ctx context.Context, in staged, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
 	if s.head != nil {
 		return verdict{}, reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.ds, s.head.Version())
 	}
@@ -288,11 +288,24 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 	if rej != nil {
 		return verdict{}, rej
 	}
-	rec.DatasetConfig = cfg
-	next, err := applyTxn(ctx, nil, txn, s)
+	empty := in.hdr.Get(subject.HdrStorageVersion)
+	if empty != "" && !declog.ValidStorageVersion(empty) {
+		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "header %s %.32q is not a data storage version (2.0, 2.1, 2.2)", subject.HdrStorageVersion, empty)
+	}
+	next, err := declog.CreateAs(txn, empty)
 	if err != nil {
 		return verdict{}, asRejection(err)
 	}
+	if cfg == nil && empty != "" {
+		cfg = &cellguardpb.DatasetConfig{} // replays take the version from the record
+	}
+	if cfg != nil {
+		// The version the table has: the one the transaction names (Create
+		// holds the files to it), else its files', else the stager's, else
+		// the table default.
+		cfg.StorageVersion = next.DataFormat().GetVersion()
+	}
+	rec.DatasetConfig = cfg
 	return s.finish(next, txn, nil, nil, rec)
 }
 

@@ -29,6 +29,8 @@ func servesLance8(cfg *cellguardpb.DatasetConfig) bool {
 //   - DataOverlay on a dataset serving Lance 8: LanceDB 0.31 has no
 //     overlay code, so a published version with overlays is unreadable
 //     (reader flag 64) or, without the flag, read with stale base values.
+//     LanceDB 0.39 (Lance 12.0) refuses flag 64 as well (measured:
+//     publish.TestLanceDBReadsOverlays), so no LanceDB readers get one.
 //
 // CreateIndex is never refused here: every version carries its index
 // section, kept as Lance keeps it (table.Apply), and published with it.
@@ -45,8 +47,9 @@ func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
 // creationConfig returns the configuration a creating transaction
 // carries, for its committed record, completed with the defaults: the
 // location <lanceRoot>/<ds>.lance when the transaction names none and
-// lanceRoot is set, Lance 8 readers and storage version 2.1 for a
-// published dataset. A property that does not decode rejects the
+// lanceRoot is set, Lance 8 readers and storage version
+// dataplane.DefaultStorageVersion for a published dataset (create records
+// the version the table then has). A property that does not decode rejects the
 // creation.
 func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardpb.DatasetConfig, *rejection) {
 	cfg, err := declog.ConfigOf(txn)

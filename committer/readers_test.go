@@ -41,7 +41,7 @@ func indexTxn(t *testing.T, id string, rv uint64) *lancepb.Transaction {
 // TestReadersRejectWhatLance8CannotRead: on a dataset published for Lance
 // 8, DataOverlay is rejected for good with UNSUPPORTED_BY_READERS, and
 // CreateIndex commits on every dataset; the configuration comes from the
-// creating record, with defaults (readers lance8, storage 2.1, location
+// creating record, with defaults (readers lance8, the storage version the table has, location
 // under the lance root); a dataset without a location keeps both
 // operations.
 func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
@@ -71,7 +71,7 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 			switch {
 			case tc.lanceRoot != "" && cfg.GetLocation() != "/srv/lance/ds.lance":
 				t.Errorf("location %q, want /srv/lance/ds.lance", cfg.GetLocation())
-			case cfg.GetLocation() != "" && (cfg.GetStorageVersion() != "2.1" || cfg.GetReaders() == cellguardpb.Readers_READERS_UNSPECIFIED):
+			case cfg.GetLocation() != "" && (cfg.GetStorageVersion() != vs[0].next.DataFormat().GetVersion() || cfg.GetReaders() == cellguardpb.Readers_READERS_UNSPECIFIED):
 				t.Errorf("defaults not applied: %v", cfg)
 			}
 			for i, allowed := range []bool{tc.overlay, tc.index} {

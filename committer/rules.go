@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"cellguard/evaluator"
+	"cellguard/internal/declog"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -185,10 +186,15 @@ func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transa
 	return res.Txn, res.NewDeletionFiles, nil
 }
 
-// applyTxn applies a committed transaction to head (nil for creation) and
-// returns the next manifest. It is used both when deciding and when
-// replaying the log, so the two cannot diverge.
+// applyTxn applies a committed transaction to head (nil for creation:
+// declog.Create, in the storage version the transaction's configuration
+// names; replays of a creation use declog.CreateAs with the creating
+// record's) and returns the next manifest. It is used both when deciding and
+// when replaying the log, so the two cannot diverge.
 func applyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
+	if head == nil {
+		return declog.Create(txn)
+	}
 	return table.Apply(ctx, head, txn, older)
 }
 

@@ -466,3 +466,29 @@ func decisionsFor(t *testing.T, c *producer.Client, ds, id string) int {
 	}
 	return n
 }
+
+// TestStorageVersion: a creating transaction names its table's storage
+// version; the committer's creation (declog.Create) gives an empty table
+// that version and refuses files of another; bad uses are errors.
+func TestStorageVersion(t *testing.T) {
+	fields := []*lancepb.Field{{Id: 0, Name: "id", LogicalType: "int64", Type: lancepb.Field_LEAF}}
+	pb, err := producer.Create("ds", fields).StorageVersion("2.2").Proto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := declog.Create(pb)
+	if err != nil || m.DataFormat().GetVersion() != "2.2" {
+		t.Fatalf("created %v, %v; want storage version 2.2", m, err)
+	}
+	frag := &lancepb.DataFragment{PhysicalRows: 1, Files: []*lancepb.DataFile{{Path: "a.lance", Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: 1}}}
+	pb, err = producer.Create("ds", fields, frag).StorageVersion("2.2").Proto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := declog.Create(pb); !errors.Is(err, table.ErrInvalidTransaction) {
+		t.Errorf("2.1 files in a 2.2 creation: %v, want ErrInvalidTransaction", err)
+	}
+	if _, err := producer.Create("ds", fields).StorageVersion("3.0").Proto(); err == nil {
+		t.Error(`StorageVersion("3.0") accepted`)
+	}
+}

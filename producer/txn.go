@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/evaluator"
+	"cellguard/internal/declog"
+	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 	"cellguard/table/data/batch"
@@ -51,6 +53,38 @@ func Create(ds string, fields []*lancepb.Field, frags ...*lancepb.DataFragment) 
 	}
 	t.setOp(table.OpOverwrite)
 	t.pb.Operation = &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: fields, Fragments: frags}}
+	return t
+}
+
+// StorageVersion names the Lance data storage version ("2.0", "2.1" or
+// "2.2", the one LanceDB 0.39 writes) of the dataset a creating
+// transaction (Create) makes: a table created without data files gets it,
+// and data files of another version make the creation rejected
+// INVALID_TRANSACTION. Without it the table takes its files' version, else
+// 2.1. Write the dataset's files with data.Store.WriteFragmentFor, which
+// follows the version. It records the version in the transaction's
+// dataset configuration (declog.ConfigProperty), keeping what else that
+// holds.
+func (t *Txn) StorageVersion(v string) *Txn {
+	switch {
+	case t.frozen != nil:
+		return t.fail("modified after it was staged")
+	case t.snap != nil || t.op != table.OpOverwrite:
+		return t.fail("StorageVersion: only a creating transaction (Create) names a storage version")
+	case v != "2.0" && v != "2.1" && v != "2.2":
+		return t.fail("StorageVersion %q: want 2.0, 2.1 or 2.2", v)
+	}
+	cfg, err := declog.ConfigOf(t.pb)
+	if err != nil {
+		return t.fail("StorageVersion: %v", err)
+	}
+	if cfg == nil {
+		cfg = &cellguardpb.DatasetConfig{}
+	}
+	cfg.StorageVersion = v
+	if err := declog.SetConfig(t.pb, cfg); err != nil {
+		return t.fail("StorageVersion: %v", err)
+	}
 	return t
 }
 

@@ -169,8 +169,12 @@ type CreateOptions struct {
 	// StableRowIDs creates the table with stable row ids (feature flag 2).
 	StableRowIDs bool
 	// DataFormat is the data storage format recorded when no data file tells
-	// it (a table created empty). Nil means Lance's default, lance 2.1.
+	// it (a table created empty). Nil means Lance 8's default, lance 2.1.
 	DataFormat *lancepb.Manifest_DataStorageFormat
+	// RequireFormat makes DataFormat binding: data files of another
+	// version make the creation invalid (a table never mixes versions,
+	// and the dataset's declared version is the one its files have).
+	RequireFormat bool
 }
 
 // Create builds version 1 of a new table from its creating transaction: an
@@ -209,6 +213,11 @@ func CreateWith(txn *lancepb.Transaction, opts CreateOptions) (*Manifest, error)
 	a.defaultFormat = opts.DataFormat
 	if err := a.applyOverwrite(txn.GetOverwrite()); err != nil {
 		return nil, err
+	}
+	if want := opts.DataFormat; opts.RequireFormat && want != nil {
+		if got := a.b.Header().DataFormat; got.GetVersion() != want.GetVersion() || got.GetFileFormat() != want.GetFileFormat() {
+			return nil, a.invalid("data files are Lance file version %s, but the table is created with data storage version %s", got.GetVersion(), want.GetVersion())
+		}
 	}
 	return a.finish()
 }

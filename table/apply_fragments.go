@@ -190,17 +190,19 @@ func (a *applier) checkFiles(files []*lancepb.DataFile, existing *Fragment, what
 }
 
 // checkFileVersion checks that a new data file has the table's data
-// storage version. Lance reads a table that mixes 2.0 and 2.1 files, but
-// every later Lance append or compaction of it fails ("All data files must
-// have the same version"), so a commit must not mix them. Creating a table
-// and Overwrite set the version instead (Lance lets Overwrite change it);
+// storage version. A table that mixes file versions (2.0 and 2.1, 2.1
+// and 2.2) is read by Lance 8, but every later Lance 8 append or
+// compaction of it fails ("All data files must have the same version"),
+// and Lance 12 does not open it ("mixed data-file-version capability is
+// not enabled"), so a commit must not mix them. Creating a table and
+// Overwrite set the version instead (Lance lets Overwrite change it);
 // tables of other versions (legacy 0.1, newer ones) are not checked here.
 func (a *applier) checkFileVersion(df *lancepb.DataFile, what string) error {
 	if a.creating || a.kind == OpOverwrite {
 		return nil
 	}
 	want := a.head.DataFormat().GetVersion()
-	if want != "2.0" && want != "2.1" {
+	if want != "2.0" && want != "2.1" && want != "2.2" {
 		return nil
 	}
 	if got, ok := fileFormatVersion(df); ok && got != want {

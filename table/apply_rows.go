@@ -231,6 +231,8 @@ func fileFormatVersion(df *lancepb.DataFile) (string, bool) {
 		return "2.0", true
 	case maj == 2 && mnr == 1:
 		return "2.1", true
+	case maj == 2 && mnr == 2:
+		return "2.2", true // LanceDB 0.39's (Lance 12's) default
 	}
 	return "", false
 }

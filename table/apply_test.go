@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -1733,6 +1734,36 @@ func BenchmarkApplyChain(b *testing.B) {
 				b.Fatal(err)
 			}
 			m = next
+		}
+	}
+}
+
+// TestApplyFileVersion22: a table created from 2.2 data files (LanceDB
+// 0.39's default) has data storage version 2.2, takes 2.2 appends, and
+// refuses a 2.1 file, as it refuses a 2.2 file in a 2.1 table.
+func TestApplyFileVersion22(t *testing.T) {
+	file := func(path string, minor uint32) *lancepb.DataFile {
+		df := apFile(path, 0, 1, 2, 3)
+		df.FileMinorVersion = minor
+		return df
+	}
+	for _, tc := range []struct {
+		table, other uint32
+		want         string
+	}{{2, 1, "2.2"}, {1, 2, "2.1"}} {
+		m, err := table.Create(apOverwrite(0, &lancepb.Transaction_Overwrite{Schema: apSchema(), Fragments: []*lancepb.DataFragment{apFrag(0, 3, file("a", tc.table))}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.DataFormat().GetVersion(); got != tc.want {
+			t.Errorf("created from 2.%d files: data storage version %q, want %q", tc.table, got, tc.want)
+		}
+		if _, err := table.Apply(t.Context(), m, apAppend(1, apFrag(0, 2, file("b", tc.table))), nil); err != nil {
+			t.Errorf("%s table: append of a 2.%d file: %v", tc.want, tc.table, err)
+		}
+		_, err = table.Apply(t.Context(), m, apAppend(1, apFrag(0, 2, file("c", tc.other))), nil)
+		if !errors.Is(err, table.ErrInvalidTransaction) || !strings.Contains(err.Error(), "data storage version is "+tc.want) {
+			t.Errorf("%s table: append of a 2.%d file: %v, want ErrInvalidTransaction naming the versions", tc.want, tc.other, err)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (o *datasetOpts) register(fs *flag.FlagSet, verb string) {
 		fs.StringVar(&o.schema, "schema", "", "fields as name:type[?],... (type: a Lance logical type such as int64, double, string, fixed_size_list:float:768; ? = nullable)")
 		fs.StringVar(&o.lf.location, "location", "", "the dataset's Lance directory (path, file://, s3://… URL); its versions are published there")
 		fs.StringVar(&o.lf.readers, "readers", "", "readers the published versions serve: lance8 (default; no data overlays) or cellguard")
-		fs.StringVar(&o.lf.storageVersion, "storage-version", "", "Lance data storage version of a published dataset: 2.1 (default) or 2.0")
+		fs.StringVar(&o.lf.storageVersion, "storage-version", "", "Lance data storage version of the new table: 2.2 (default, LanceDB 0.39's), 2.1 (LanceDB 0.31's) or 2.0")
 		fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the decision")
 	case "adopt":
 		fs.StringVar(&o.lf.location, "location", "", "the Lance directory to adopt (path, file://, s3://… URL)")

@@ -16,6 +16,7 @@ import (
 	"cellguard/committer"
 	"cellguard/internal/natsperm"
 	"cellguard/internal/natstest"
+	lancepub "cellguard/internal/publish"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -86,7 +87,7 @@ func TestDatasetDelete(t *testing.T) {
 	stopCommitter()
 	_, wjs := natstest.Connect(t, roles.Server.ClientURL(), roles.Auth(t, "worker"))
 	txn := &lancepb.Transaction{Uuid: newUUID(), ReadVersion: 1, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
-		Fragments: []*lancepb.DataFragment{fragment("data/staged.lance")},
+		Fragments: []*lancepb.DataFragment{fragmentOf("data/staged.lance", lancepub.DefaultStorageVersion)},
 	}}}
 	body, err := proto.Marshal(txn)
 	if err != nil {
@@ -169,7 +170,7 @@ func commitDeleted(t *testing.T, pc *producer.Client, ds string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, txn := range []*producer.Txn{snap.NewTxn().Append(fragment("data/" + newUUID() + ".lance")), producer.Create(ds, idSchema, fragment("data/"+newUUID()+".lance"))} {
+	for _, txn := range []*producer.Txn{snap.NewTxn().Append(fragmentOf("data/"+newUUID()+".lance", lancepub.DefaultStorageVersion)), producer.Create(ds, idSchema, fragment("data/"+newUUID()+".lance"))} {
 		_, err := pc.Commit(t.Context(), txn)
 		var rej *producer.RejectedError
 		if !errors.Is(err, producer.ErrDatasetDeleted) || !errors.As(err, &rej) || rej.Reason != cellguardpb.Reason_DATASET_DELETED {

@@ -29,13 +29,12 @@ type lanceFlags struct {
 	storageVersion string
 }
 
-// config returns the configuration to record on the creating transaction,
-// nil when no option was given (the committer then applies its defaults:
-// --lance-root, or no publishing).
+// config returns the configuration to record on the creating transaction:
+// the options given, and always the data storage version (default
+// lancepub.DefaultStorageVersion), so the new table has it whether or not
+// it is published. Without --location the committer applies its default
+// (--lance-root, or no publishing).
 func (f lanceFlags) config(ctx context.Context) (*cellguardpb.DatasetConfig, error) {
-	if f.location == "" && f.readers == "" && f.storageVersion == "" {
-		return nil, nil
-	}
 	cfg := &cellguardpb.DatasetConfig{Location: f.location, StorageVersion: f.storageVersion}
 	switch f.readers {
 	case "", "lance8":
@@ -47,12 +46,10 @@ func (f lanceFlags) config(ctx context.Context) (*cellguardpb.DatasetConfig, err
 	}
 	switch f.storageVersion {
 	case "":
-		if f.location != "" {
-			cfg.StorageVersion = lancepub.DefaultStorageVersion
-		}
-	case "2.0", "2.1":
+		cfg.StorageVersion = lancepub.DefaultStorageVersion
+	case "2.0", "2.1", "2.2":
 	default:
-		return nil, usageError{fmt.Sprintf("--storage-version %q: want 2.0 or 2.1", f.storageVersion)}
+		return nil, usageError{fmt.Sprintf("--storage-version %q: want 2.0, 2.1 or 2.2", f.storageVersion)}
 	}
 	if f.location != "" {
 		if err := checkNewLocation(ctx, f.location); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"cellguard/internal/natstest"
+	lancepub "cellguard/internal/publish"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -24,7 +25,7 @@ func TestDatasetListShowsOnlyCreatedDatasets(t *testing.T) {
 	}
 	_, wjs := natstest.Connect(t, roles.Server.ClientURL(), roles.Auth(t, "worker"))
 	stageTxn(t, wjs, "ghost", &lancepb.Transaction{Uuid: newUUID(), ReadVersion: 1, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
-		Fragments: []*lancepb.DataFragment{fragment("data/ghost.lance")},
+		Fragments: []*lancepb.DataFragment{fragmentOf("data/ghost.lance", lancepub.DefaultStorageVersion)},
 	}}})
 	waitRecords(t, roles, "ghost", 1)
 	if got := decisions(t, roles.Connect(t, "reader"), "ghost"); got[0].GetReason() != cellguardpb.Reason_UNKNOWN_DATASET {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,8 +100,14 @@ func stageTxn(t *testing.T, js jetstream.JetStream, ds string, txn *lancepb.Tran
 	}
 }
 
-func fragment(path string) *lancepb.DataFragment {
-	return &lancepb.DataFragment{PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: path, Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: 1}}}
+func fragment(path string) *lancepb.DataFragment { return fragmentOf(path, "2.1") }
+
+// fragmentOf is a fragment of one data file (not written) of the given
+// data storage version ("2.2").
+func fragmentOf(path, version string) *lancepb.DataFragment {
+	var major, minor uint32
+	fmt.Sscanf(version, "%d.%d", &major, &minor)
+	return &lancepb.DataFragment{PhysicalRows: 10, Files: []*lancepb.DataFile{{Path: path, Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: major, FileMinorVersion: minor}}}
 }
 
 // decisions reads the whole decision log of ds.

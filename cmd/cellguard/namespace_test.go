@@ -28,61 +28,63 @@ import (
 // admin token drops the table (through the embedded server's admin
 // user). The tokens never appear in serve's output.
 func TestServeLanceNamespace(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\nadmin atok-secret-3 *\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, out := process(t, "serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", "",
-		"--log-level", "debug", "--lance-root", filepath.Join(dir, "lance"),
-		"--lance-namespace", "127.0.0.1:0", "--namespace-tokens", tokens)
-	var addr string
-	deadline := time.Now().Add(2 * time.Minute)
-	for addr == "" {
-		for _, line := range strings.Split(out.String(), "\n") {
-			if i := strings.Index(line, "addr="); i >= 0 && strings.Contains(line, "lance namespace listening") {
-				addr = strings.Fields(line[i+5:])[0]
+	lancedbtest.Each(t, func(t *testing.T, judge lancedbtest.Version) {
+		dir := t.TempDir()
+		tokens := filepath.Join(dir, "tokens")
+		if err := os.WriteFile(tokens, []byte("worker wtok-secret-1 *\nreader rtok-secret-2 *\nadmin atok-secret-3 *\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, out := process(t, "serve", "--data-dir", filepath.Join(dir, "data"), "--nats-port", "-1", "--http", "",
+			"--log-level", "debug", "--lance-root", filepath.Join(dir, "lance"),
+			"--lance-namespace", "127.0.0.1:0", "--namespace-tokens", tokens)
+		var addr string
+		deadline := time.Now().Add(2 * time.Minute)
+		for addr == "" {
+			for _, line := range strings.Split(out.String(), "\n") {
+				if i := strings.Index(line, "addr="); i >= 0 && strings.Contains(line, "lance namespace listening") {
+					addr = strings.Fields(line[i+5:])[0]
+				}
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve did not report the namespace address:\n%s", out)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not report the namespace address:\n%s", out)
+		const script = `
+	const input = JSON.parse(await readStdin());
+	const conn = (tok) => lancedb.connectNamespace("rest", { uri: input.uri, headers: { Authorization: "Bearer " + tok } });
+	const w = await (await conn("wtok-secret-1")).createTable("events", [{ id: 1 }]);
+	await w.add([{ id: 2 }]);
+	const r = await (await conn("rtok-secret-2")).openTable("events");
+	const ids = (await r.query().toArray()).map((x) => Number(x.id)).sort();
+	let denied = null;
+	try { await (await conn("wrong")).openTable("events"); } catch (e) { denied = String(e.message); }
+	const version = Number(await r.version());
+	const admin = await conn("atok-secret-3");
+	await admin.dropTable("events");
+	const names = await admin.tableNames();
+	process.stdout.write(JSON.stringify({ ids, version, denied, names }));
+	`
+		var res struct {
+			IDs     []int    `json:"ids"`
+			Version int      `json:"version"`
+			Denied  *string  `json:"denied"`
+			Names   []string `json:"names"`
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	const script = `
-const input = JSON.parse(await readStdin());
-const conn = (tok) => lancedb.connectNamespace("rest", { uri: input.uri, headers: { Authorization: "Bearer " + tok } });
-const w = await (await conn("wtok-secret-1")).createTable("events", [{ id: 1 }]);
-await w.add([{ id: 2 }]);
-const r = await (await conn("rtok-secret-2")).openTable("events");
-const ids = (await r.query().toArray()).map((x) => Number(x.id)).sort();
-let denied = null;
-try { await (await conn("wrong")).openTable("events"); } catch (e) { denied = String(e.message); }
-const version = Number(await r.version());
-const admin = await conn("atok-secret-3");
-await admin.dropTable("events");
-const names = await admin.tableNames();
-process.stdout.write(JSON.stringify({ ids, version, denied, names }));
-`
-	var res struct {
-		IDs     []int    `json:"ids"`
-		Version int      `json:"version"`
-		Denied  *string  `json:"denied"`
-		Names   []string `json:"names"`
-	}
-	lancedbtest.Run(t, lancedbtest.Prelude+script, map[string]any{"uri": "http://" + addr}, &res)
-	if len(res.IDs) != 2 || res.IDs[0] != 1 || res.IDs[1] != 2 || res.Version != 2 {
-		t.Errorf("read %+v, want ids [1 2] at version 2", res)
-	}
-	if res.Names == nil || len(res.Names) != 0 {
-		t.Errorf("tables after the admin's drop: %v, want none", res.Names)
-	}
-	if res.Denied == nil || !strings.Contains(*res.Denied, "Unauthenticated") {
-		t.Errorf("wrong token: %v", res.Denied)
-	}
-	if s := out.String(); strings.Contains(s, "secret") {
-		t.Errorf("serve logged a token:\n%s", s)
-	}
+		judge.Run(t, lancedbtest.Prelude+script, map[string]any{"uri": "http://" + addr}, &res)
+		if len(res.IDs) != 2 || res.IDs[0] != 1 || res.IDs[1] != 2 || res.Version != 2 {
+			t.Errorf("read %+v, want ids [1 2] at version 2", res)
+		}
+		if res.Names == nil || len(res.Names) != 0 {
+			t.Errorf("tables after the admin's drop: %v, want none", res.Names)
+		}
+		if res.Denied == nil || !strings.Contains(*res.Denied, "Unauthenticated") {
+			t.Errorf("wrong token: %v", res.Denied)
+		}
+		if s := out.String(); strings.Contains(s, "secret") {
+			t.Errorf("serve logged a token:\n%s", s)
+		}
+	})
 }
 
 // TestServeLanceNamespaceFlags: the namespace needs a lance root and

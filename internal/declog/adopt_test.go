@@ -9,6 +9,7 @@ import (
 	"cellguard/internal/declog"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // TestReplayAdoption: an adoption record starts a dataset at the adopted
@@ -75,5 +76,60 @@ func TestConfigProperty(t *testing.T) {
 	txn.TransactionProperties[declog.ConfigProperty] = "AAAA%%%"
 	if _, err := declog.ConfigOf(txn); !errors.Is(err, declog.ErrMalformedRecord) {
 		t.Errorf("ConfigOf(undecodable) = %v", err)
+	}
+}
+
+// TestCreateStorageVersion: a creating transaction's configuration names
+// the new table's data storage version; data files of another version
+// refuse the creation; without one the table takes its files' version,
+// else the table model's default.
+func TestCreateStorageVersion(t *testing.T) {
+	schema := []*lancepb.Field{{Id: 0, Name: "id", LogicalType: "int64", Type: lancepb.Field_LEAF}}
+	file := func(minor uint32) *lancepb.DataFragment {
+		return &lancepb.DataFragment{PhysicalRows: 1, Files: []*lancepb.DataFile{{Path: "a.lance", Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: minor}}}
+	}
+	create := func(version string, frags ...*lancepb.DataFragment) *lancepb.Transaction {
+		txn := &lancepb.Transaction{Uuid: "u", Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: schema, Fragments: frags}}}
+		if version != "" {
+			if err := declog.SetConfig(txn, &cellguardpb.DatasetConfig{StorageVersion: version}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return txn
+	}
+	for _, tc := range []struct {
+		name string
+		txn  *lancepb.Transaction
+		want string // "" : refused
+	}{
+		{"empty, 2.2", create("2.2"), "2.2"},
+		{"empty, 2.0", create("2.0"), "2.0"},
+		{"empty, no version", create(""), "2.1"},
+		{"2.2 files, 2.2", create("2.2", file(2)), "2.2"},
+		{"2.2 files, no version", create("", file(2)), "2.2"},
+		{"2.1 files, 2.2", create("2.2", file(1)), ""},
+		{"2.2 files, 2.1", create("2.1", file(2)), ""},
+	} {
+		m, err := declog.Create(tc.txn)
+		if tc.want != "" {
+			// CreateAs's version applies only when neither the
+			// configuration nor a data file tells one.
+			other, err := declog.CreateAs(tc.txn, "2.0")
+			want := tc.want
+			if tc.name == "empty, no version" {
+				want = "2.0"
+			}
+			if err != nil || other.DataFormat().GetVersion() != want {
+				t.Errorf("%s: CreateAs 2.0: %v, %v; want %q", tc.name, other, err, want)
+			}
+		}
+		switch {
+		case tc.want == "" && !errors.Is(err, table.ErrInvalidTransaction):
+			t.Errorf("%s: %v, want ErrInvalidTransaction", tc.name, err)
+		case tc.want != "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && m.DataFormat().GetVersion() != tc.want:
+			t.Errorf("%s: storage version %q, want %q", tc.name, m.DataFormat().GetVersion(), tc.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // A dataset's configuration (where it is published, which readers it
@@ -81,3 +82,36 @@ func (l *Log) Config(ctx context.Context, ds string) (*cellguardpb.DatasetConfig
 	}
 	return nil, fmt.Errorf("declog: %s: %w", ds, ErrNoDataset)
 }
+
+// Create builds version 1 of a dataset from its creating transaction:
+// table.CreateWith with the data storage version the transaction's
+// configuration names (DatasetConfig.storage_version), so that a table
+// created without data files has the version asked for, and one created
+// with data files of another version is refused. A transaction naming
+// none gets the table model's default (table.CreateOptions). The
+// committer, every replay of the log and the namespace's check all create
+// tables this way, from the transaction alone.
+func Create(txn *lancepb.Transaction) (*table.Manifest, error) { return CreateAs(txn, "") }
+
+// CreateAs is Create for a transaction whose configuration names no
+// storage version, with empty the table's version when no data file tells
+// it: the creating record's (Decision.dataset_config.storage_version) on
+// a replay, subject.HdrStorageVersion when the committer decides.
+func CreateAs(txn *lancepb.Transaction, empty string) (*table.Manifest, error) {
+	cfg, err := ConfigOf(txn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", table.ErrInvalidTransaction, err)
+	}
+	var opts table.CreateOptions
+	if v := cfg.GetStorageVersion(); v != "" {
+		opts.DataFormat = &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: v}
+		opts.RequireFormat = true
+	} else if empty != "" {
+		opts.DataFormat = &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: empty}
+	}
+	return table.CreateWith(txn, opts)
+}
+
+// ValidStorageVersion reports whether v is a data storage version a
+// dataset may have: 2.0, 2.1 or 2.2.
+func ValidStorageVersion(v string) bool { return v == "2.0" || v == "2.1" || v == "2.2" }

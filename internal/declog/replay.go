@@ -31,7 +31,12 @@ func Replay(ctx context.Context, m *table.Manifest, r Record, older table.Versio
 	if err != nil {
 		return nil, nil, err
 	}
-	next, err := table.Apply(ctx, m, txn, older)
+	var next *table.Manifest
+	if m == nil {
+		next, err = CreateAs(txn, r.Decision.GetDatasetConfig().GetStorageVersion())
+	} else {
+		next, err = table.Apply(ctx, m, txn, older)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("declog: log of %s: apply version %d: %w", r.Dataset, r.Version, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"cellguard/internal/lancedbtest"
 	"cellguard/internal/namespace"
 )
 
@@ -37,47 +38,49 @@ func TestParseTokens(t *testing.T) {
 // once on every retry), no token is 401 (code 16); nothing is staged for
 // a refused request.
 func TestLanceDBAuth(t *testing.T) {
-	tokens, err := namespace.ParseTokens([]byte(tokensFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, envOptions{tokens: tokens})
-	rows := []map[string]any{{"id": 1}}
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		tokens, err := namespace.ParseTokens([]byte(tokensFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, envOptions{tokens: tokens})
+		rows := []map[string]any{{"id": 1}}
 
-	out := runOps(t, e, "a", bearer("wtok-a"), map[string]any{"op": "create", "rows": rows}, map[string]any{"op": "add", "rows": rows})
-	if out.Results[1].Version != 2 {
-		t.Fatalf("worker: %+v", out.Results)
-	}
-	out = runOps(t, e, "b", bearer("wtok-a"), map[string]any{"op": "create", "rows": rows})
-	if !strings.Contains(out.Results[0].Error, "403") && !strings.Contains(strings.ToLower(out.Results[0].Error), "permission") {
-		t.Errorf("worker of a creating b: %+v", out.Results)
-	}
-	out = runOps(t, e, "a", map[string]string{"x-api-key": "rtok"}, map[string]any{"op": "open"}, map[string]any{"op": "add", "rows": rows})
-	if out.Results[0].Error != "" || out.Results[1].Error == "" {
-		t.Errorf("reader: %+v", out.Results)
-	}
-	if js(t, out.Rows) != js(t, []row{{"id": 1}, {"id": 1}}) {
-		t.Errorf("reader read %s", js(t, out.Rows))
-	}
-	out = runOps(t, e, "a", nil, map[string]any{"op": "open"})
-	if out.Results[0].Error == "" {
-		t.Errorf("no token: %+v", out.Results)
-	}
-	t.Logf("errors seen by LanceDB: no token %q", out.Results[0].Error)
-	if n := testutil.ToFloat64(e.ns.Requests("version_create", 403)); n < 1 {
-		t.Errorf("reader's commits answered 403 %v times", n)
-	}
-	if n := testutil.ToFloat64(e.ns.Requests("table_describe", 401)); n < 1 {
-		t.Errorf("describe without token answered 401 %v times", n)
-	}
-	e.checkLog(t, "a", 2)
-	if n := e.decisions(t, "b"); n != 0 {
-		t.Errorf("%d decisions on b", n)
-	}
-	status, body := call(t, "POST", e.url+"/v1/table/a/version/list", "null", bearer("nope"))
-	if status != 401 || body["code"].(float64) != 16 {
-		t.Errorf("unknown token: %d %v", status, body)
-	}
+		out := runOps(t, v, e, "a", bearer("wtok-a"), map[string]any{"op": "create", "rows": rows}, map[string]any{"op": "add", "rows": rows})
+		if out.Results[1].Version != 2 {
+			t.Fatalf("worker: %+v", out.Results)
+		}
+		out = runOps(t, v, e, "b", bearer("wtok-a"), map[string]any{"op": "create", "rows": rows})
+		if !strings.Contains(out.Results[0].Error, "403") && !strings.Contains(strings.ToLower(out.Results[0].Error), "permission") {
+			t.Errorf("worker of a creating b: %+v", out.Results)
+		}
+		out = runOps(t, v, e, "a", map[string]string{"x-api-key": "rtok"}, map[string]any{"op": "open"}, map[string]any{"op": "add", "rows": rows})
+		if out.Results[0].Error != "" || out.Results[1].Error == "" {
+			t.Errorf("reader: %+v", out.Results)
+		}
+		if js(t, out.Rows) != js(t, []row{{"id": 1}, {"id": 1}}) {
+			t.Errorf("reader read %s", js(t, out.Rows))
+		}
+		out = runOps(t, v, e, "a", nil, map[string]any{"op": "open"})
+		if out.Results[0].Error == "" {
+			t.Errorf("no token: %+v", out.Results)
+		}
+		t.Logf("errors seen by LanceDB: no token %q", out.Results[0].Error)
+		if n := testutil.ToFloat64(e.ns.Requests("version_create", 403)); n < 1 {
+			t.Errorf("reader's commits answered 403 %v times", n)
+		}
+		if n := testutil.ToFloat64(e.ns.Requests("table_describe", 401)); n < 1 {
+			t.Errorf("describe without token answered 401 %v times", n)
+		}
+		e.checkLog(t, "a", 2)
+		if n := e.decisions(t, "b"); n != 0 {
+			t.Errorf("%d decisions on b", n)
+		}
+		status, body := call(t, "POST", e.url+"/v1/table/a/version/list", "null", bearer("nope"))
+		if status != 401 || body["code"].(float64) != 16 {
+			t.Errorf("unknown token: %d %v", status, body)
+		}
+	})
 }
 
 // TestAuthorizationHeader: the Bearer scheme is matched in any case (RFC

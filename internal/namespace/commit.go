@@ -108,7 +108,7 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
 		return nil, internal(err)
 	} else if found {
-		return s.answer(ctx, t, ds, rec)
+		return s.answer(ctx, t, ds, v, rec)
 	}
 	h, exists, e := s.lastCommitted(ctx, ds) // not dropped: checked under the lock
 	if e != nil {
@@ -139,11 +139,15 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if f := s.beforeStage.Load(); f != nil {
 		(*f)(ctx, ds)
 	}
-	rec, e := s.stageAndAwait(ctx, ds, st, attempt{version: v, from: from, refusal: ref})
+	a := attempt{version: v, from: from, refusal: ref}
+	if !exists {
+		a.storageVersion = st.manifest.GetDataFormat().GetVersion()
+	}
+	rec, e := s.stageAndAwait(ctx, ds, st, a)
 	if e != nil {
 		return nil, e
 	}
-	return s.answer(ctx, t, ds, rec)
+	return s.answer(ctx, t, ds, v, rec)
 }
 
 func (req *createVersionRequest) validate() *Error {
@@ -271,6 +275,9 @@ type attempt struct {
 	version uint64   // the version the client proposes: binding
 	from    uint64   // where the decision is looked for in the log
 	refusal *refusal // nil: the namespace found nothing wrong
+	// storageVersion is the client's table's data storage version, for a
+	// creation (subject.HdrStorageVersion): what an empty table has.
+	storageVersion string
 }
 
 // attemptID is the staged message's identity: its Nats-Msg-Id. It is
@@ -293,6 +300,9 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 	msg := nats.NewMsg(s.sc.Txn(ds))
 	msg.Data = st.body
 	msg.Header.Set(subject.HdrProposedVersion, strconv.FormatUint(a.version, 10))
+	if a.storageVersion != "" {
+		msg.Header.Set(subject.HdrStorageVersion, headerValue(a.storageVersion, 32))
+	}
 	if a.refusal != nil {
 		msg.Header.Set(subject.HdrRefusal, a.refusal.reason.String())
 		msg.Header.Set(subject.HdrRefusalMessage, headerValue(a.refusal.msg, maxRefusalMessage))
@@ -350,11 +360,12 @@ func headerValue(s string, n int) string {
 	return s
 }
 
-// answer turns a decision into the response: the committed version once
-// its manifest is in storage, or the rejection.
-func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declog.Record) (any, *Error) {
+// answer turns a decision on a proposal of version v into the response:
+// the committed version once its manifest is in storage, or the
+// rejection.
+func (s *Server) answer(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record) (any, *Error) {
 	if !rec.Committed() {
-		return nil, s.rejected(ctx, t, ds, rec)
+		return nil, s.rejected(ctx, t, ds, v, rec)
 	}
 	ok, err := s.published(ctx, t.loc, rec.Version, s.cfg.CommitTimeout)
 	if err != nil {
@@ -371,18 +382,23 @@ func (s *Server) answer(ctx context.Context, t *tableState, ds string, rec declo
 	return map[string]any{"version": tv}, nil
 }
 
-// rejected maps a rejection to the error the client gets. A retryable
-// conflict is ConcurrentModification (the client rebases on the newer
-// versions, which are published first); every other reason is final.
-func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec declog.Record) *Error {
+// rejected maps a rejection of a proposal of version v to the error the
+// client gets. A retryable conflict is ConcurrentModification (the client
+// rebases on the newer versions, which are published first) when version
+// v exists: Lance 12 answers a 409 by reading version v back
+// (version/describe) and comparing its transaction with its own, and a
+// version it cannot read back ends its call as "commit result unknown".
+// A retryable conflict at a version that does not exist, and every other
+// reason, is final.
+func (s *Server) rejected(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record) *Error {
 	rej := rejection.FromDecision(rec.Decision)
 	reason := rec.Decision.GetReason()
 	switch reason {
 	case cellguardpb.Reason_CONFLICT_RETRYABLE, cellguardpb.Reason_VERSION_MOVED:
-		if h, ok, e := s.head(ctx, ds); e == nil && ok {
+		if h, ok, e := s.head(ctx, ds); e == nil && ok && h.Version >= v {
 			_, _ = s.published(ctx, t.loc, h.Version, publishWait)
+			return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: reason.String()}
 		}
-		return &Error{Status: http.StatusConflict, Code: CodeConcurrentModification, Msg: rej.Error(), Reason: reason.String()}
 	}
 	// rej.Error() names the reason (PRECONDITION_FAILED, …) and details.
 	e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Final: true, Msg: rej.Error(), Reason: reason.String()}
@@ -399,7 +415,7 @@ func (s *Server) rejected(ctx context.Context, t *tableState, ds string, rec dec
 // to the committer, which rejects it with the conflict. An error is
 // trouble reading storage or the log, not a verdict.
 func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, st *staged) (*refusal, *Error) {
-	want, err := s.expected(ctx, t, ds, h, exists, st.txn)
+	want, err := s.expected(ctx, t, ds, h, exists, st.txn, st.manifest.GetDataFormat().GetVersion())
 	switch {
 	case errors.Is(err, table.ErrMalformed), errors.Is(err, table.ErrInvalidTransaction),
 		errors.Is(err, table.ErrUnsupportedOperation), errors.Is(err, errBadReadVersion):
@@ -418,11 +434,16 @@ func (s *Server) verify(ctx context.Context, t *tableState, ds string, h declog.
 }
 
 // expected computes the manifest the commit must produce, or nil when the
-// rebase finds a conflict (the committer will reject it).
-func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction) (*table.Manifest, error) {
+// rebase finds a conflict (the committer will reject it). A creation
+// takes the client's storage version when no data file tells it, as the
+// committer does (subject.HdrStorageVersion).
+func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declog.Record, exists bool, txn *lancepb.Transaction, storageVersion string) (*table.Manifest, error) {
 	l := s.cfg.Log
 	if !exists {
-		return table.Apply(ctx, nil, txn, nil)
+		if !declog.ValidStorageVersion(storageVersion) {
+			storageVersion = "" // not one a dataset may have: the default, and the manifests differ
+		}
+		return declog.CreateAs(txn, storageVersion)
 	}
 	rv := txn.GetReadVersion()
 	if rv == 0 || rv > h.Version {

@@ -1,6 +1,7 @@
 package namespace_test
 
 import (
+	"cellguard/internal/lancedbtest"
 	"context"
 	"encoding/json"
 	"io"
@@ -48,62 +49,64 @@ func callCtx(t *testing.T, ctx context.Context, method, url, body string, hdr ma
 // TestErrors: refused requests get the spec's error body and status, and
 // nothing is staged for them.
 func TestErrors(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	out := runOps(t, e, "t", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1}}})
-	if out.Results[0].Version != 1 {
-		t.Fatalf("create: %+v", out.Results)
-	}
-	before := e.decisions(t, "t")
-	loc := strings.TrimPrefix(e.root, "/") + "/t.lance/_versions/"
-	big := `{"id":["t"],"pad":"` + strings.Repeat("x", 2<<20) + `"}`
-	cases := []struct {
-		name, method, path, body string
-		status, code             int
-	}{
-		{"malformed JSON", "POST", "/v1/table/t/version/create", `{"version":`, 400, 13},
-		{"body and path ids differ", "POST", "/v1/table/t/describe", `{"id":["u"]}`, 400, 13},
-		{"bad table name", "POST", "/v1/table/a.b/describe", `{}`, 400, 13},
-		{"nested namespace", "POST", "/v1/table/ns%24t/describe", `{}`, 404, 1},
-		{"unknown table", "POST", "/v1/table/nope/describe", `{"id":["nope"]}`, 404, 4},
-		{"unknown table versions", "POST", "/v1/table/nope/version/list", `null`, 404, 4},
-		{"version far in the future", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":99}`, 404, 11},
-		{"version 0", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":0}`, 404, 11},
-		{"create far in the future", "POST", "/v1/table/t/version/create",
-			`{"id":["t"],"version":50,"manifest_path":"` + loc + `18446744073709551565.manifest-x","naming_scheme":"V2"}`, 400, 13},
-		{"create a taken version", "POST", "/v1/table/t/version/create",
-			`{"id":["t"],"version":1,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
-		{"manifest outside the table", "POST", "/v1/table/t/version/create",
-			`{"id":["t"],"version":2,"manifest_path":"etc/passwd","naming_scheme":"V2"}`, 400, 13},
-		{"manifest of another version", "POST", "/v1/table/t/version/create",
-			`{"id":["t"],"version":2,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
-		{"V1 naming", "POST", "/v1/table/t/version/create",
-			`{"id":["t"],"version":2,"manifest_path":"` + loc + `2.manifest-x","naming_scheme":"V1"}`, 406, 0},
-		{"declare an existing table", "POST", "/v1/table/t/declare", `{"id":["t"]}`, 409, 5},
-		{"drop a created table without tokens", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 403, 15},
-		{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
-		{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
-		{"negative limit in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":-1}`, 400, 13},
-		{"negative limit in the query", "POST", "/v1/table/t/version/list?limit=-1", `null`, 400, 13},
-		{"page_token not ours in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"page_token":"abc"}`, 400, 13},
-		{"page_token not ours in the query", "POST", "/v1/table/t/version/list?page_token=abc", ``, 400, 13},
-		{"limit not a number", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":"x"}`, 400, 13},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, body := call(t, c.method, e.url+c.path, c.body, nil)
-			if status != c.status || body == nil || int(body["code"].(float64)) != c.code || body["error"] == "" {
-				t.Errorf("%s %s: %d %v, want %d with code %d", c.method, c.path, status, body, c.status, c.code)
-			}
-		})
-	}
-	for _, ds := range []string{"nope", "u"} {
-		if _, err := os.Stat(filepath.Join(e.root, ds+".lance")); !os.IsNotExist(err) {
-			t.Errorf("a read of unknown table %s created its directory (%v)", ds, err)
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		out := runOps(t, v, e, "t", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create: %+v", out.Results)
 		}
-	}
-	if after := e.decisions(t, "t"); after != before {
-		t.Errorf("decision log moved from %d to %d records: something was staged", before, after)
-	}
+		before := e.decisions(t, "t")
+		loc := strings.TrimPrefix(e.root, "/") + "/t.lance/_versions/"
+		big := `{"id":["t"],"pad":"` + strings.Repeat("x", 2<<20) + `"}`
+		cases := []struct {
+			name, method, path, body string
+			status, code             int
+		}{
+			{"malformed JSON", "POST", "/v1/table/t/version/create", `{"version":`, 400, 13},
+			{"body and path ids differ", "POST", "/v1/table/t/describe", `{"id":["u"]}`, 400, 13},
+			{"bad table name", "POST", "/v1/table/a.b/describe", `{}`, 400, 13},
+			{"nested namespace", "POST", "/v1/table/ns%24t/describe", `{}`, 404, 1},
+			{"unknown table", "POST", "/v1/table/nope/describe", `{"id":["nope"]}`, 404, 4},
+			{"unknown table versions", "POST", "/v1/table/nope/version/list", `null`, 404, 4},
+			{"version far in the future", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":99}`, 404, 11},
+			{"version 0", "POST", "/v1/table/t/version/describe", `{"id":["t"],"version":0}`, 404, 11},
+			{"create far in the future", "POST", "/v1/table/t/version/create",
+				`{"id":["t"],"version":50,"manifest_path":"` + loc + `18446744073709551565.manifest-x","naming_scheme":"V2"}`, 400, 13},
+			{"create a taken version", "POST", "/v1/table/t/version/create",
+				`{"id":["t"],"version":1,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
+			{"manifest outside the table", "POST", "/v1/table/t/version/create",
+				`{"id":["t"],"version":2,"manifest_path":"etc/passwd","naming_scheme":"V2"}`, 400, 13},
+			{"manifest of another version", "POST", "/v1/table/t/version/create",
+				`{"id":["t"],"version":2,"manifest_path":"` + loc + `18446744073709551614.manifest-x","naming_scheme":"V2"}`, 400, 13},
+			{"V1 naming", "POST", "/v1/table/t/version/create",
+				`{"id":["t"],"version":2,"manifest_path":"` + loc + `2.manifest-x","naming_scheme":"V1"}`, 406, 0},
+			{"declare an existing table", "POST", "/v1/table/t/declare", `{"id":["t"]}`, 409, 5},
+			{"drop a created table without tokens", "POST", "/v1/table/t/drop", `{"id":["t"]}`, 403, 15},
+			{"body over the limit", "POST", "/v1/table/t/describe", big, 413, 13},
+			{"unknown route", "GET", "/v2/whatever", ``, 404, 0},
+			{"negative limit in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":-1}`, 400, 13},
+			{"negative limit in the query", "POST", "/v1/table/t/version/list?limit=-1", `null`, 400, 13},
+			{"page_token not ours in the body", "POST", "/v1/table/t/version/list", `{"id":["t"],"page_token":"abc"}`, 400, 13},
+			{"page_token not ours in the query", "POST", "/v1/table/t/version/list?page_token=abc", ``, 400, 13},
+			{"limit not a number", "POST", "/v1/table/t/version/list", `{"id":["t"],"limit":"x"}`, 400, 13},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				status, body := call(t, c.method, e.url+c.path, c.body, nil)
+				if status != c.status || body == nil || int(body["code"].(float64)) != c.code || body["error"] == "" {
+					t.Errorf("%s %s: %d %v, want %d with code %d", c.method, c.path, status, body, c.status, c.code)
+				}
+			})
+		}
+		for _, ds := range []string{"nope", "u"} {
+			if _, err := os.Stat(filepath.Join(e.root, ds+".lance")); !os.IsNotExist(err) {
+				t.Errorf("a read of unknown table %s created its directory (%v)", ds, err)
+			}
+		}
+		if after := e.decisions(t, "t"); after != before {
+			t.Errorf("decision log moved from %d to %d records: something was staged", before, after)
+		}
+	})
 }
 
 // decisions counts the decision records of ds.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/declog"
+	"cellguard/internal/lancedbtest"
 	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
@@ -120,52 +121,54 @@ func commitOnce(t *testing.T, e *env, ds string, txn *producer.Txn) func() (uint
 // a further retry of it (version 4) is answered from its decision: the
 // uuid commits once.
 func TestVersionMovedRetryCommits(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	out := runOps(t, e, "r", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
-	if out.Results[0].Version != 1 {
-		t.Fatalf("create: %+v", out.Results)
-	}
-	client, err := sdkAppend(t, e, "r", 1, 2, 20).Proto()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := client.GetUuid()
-	done := commitOnce(t, e, "r", sdkAppend(t, e, "r", 1, 3, 30))
-
-	status, body := call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 2), nil)
-	if v, err := done(); err != nil || v != 2 {
-		t.Fatalf("the worker's commit in between: version %d, %v", v, err)
-	}
-	if status != 409 || body["code"].(float64) != 14 || !strings.Contains(body["error"].(string), "VERSION_MOVED") {
-		t.Fatalf("version/create 2 after a worker took it: %d %v, want 409 code 14 VERSION_MOVED", status, body)
-	}
-	recs := e.records(t, "r")
-	if last := recs[len(recs)-1]; last.TxnID != id+"@2" || last.Decision.GetReason() != cellguardpb.Reason_VERSION_MOVED {
-		t.Fatalf("last record %q %v, want %s@2 VERSION_MOVED", last.TxnID, last.Decision.GetReason(), id)
-	}
-
-	status, body = call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 3), nil)
-	if got := versionOf(body); status != 200 || got != 3 {
-		t.Fatalf("the same transaction proposed as version 3: %d %v, want 200 version 3", status, body)
-	}
-	decided := e.decisions(t, "r")
-	status, body = call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 4), nil)
-	if got := versionOf(body); status != 200 || got != 3 {
-		t.Errorf("a retry of the committed transaction: %d %v, want 200 version 3 (its decision)", status, body)
-	}
-	if n := e.decisions(t, "r"); n != decided {
-		t.Errorf("the retry made %d decisions, want none", n-decided)
-	}
-	e.checkLog(t, "r", 3)
-	var commits int
-	for _, r := range e.records(t, "r") {
-		if r.TxnID == id && r.Committed() {
-			commits++
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		out := runOps(t, v, e, "r", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create: %+v", out.Results)
 		}
-	}
-	if commits != 1 {
-		t.Errorf("transaction %s committed %d times, want once", id, commits)
-	}
+		client, err := sdkAppend(t, e, "r", 1, 2, 20).Proto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := client.GetUuid()
+		done := commitOnce(t, e, "r", sdkAppend(t, e, "r", 1, 3, 30))
+
+		status, body := call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 2), nil)
+		if v, err := done(); err != nil || v != 2 {
+			t.Fatalf("the worker's commit in between: version %d, %v", v, err)
+		}
+		if status != 409 || body["code"].(float64) != 14 || !strings.Contains(body["error"].(string), "VERSION_MOVED") {
+			t.Fatalf("version/create 2 after a worker took it: %d %v, want 409 code 14 VERSION_MOVED", status, body)
+		}
+		recs := e.records(t, "r")
+		if last := recs[len(recs)-1]; last.TxnID != id+"@2" || last.Decision.GetReason() != cellguardpb.Reason_VERSION_MOVED {
+			t.Fatalf("last record %q %v, want %s@2 VERSION_MOVED", last.TxnID, last.Decision.GetReason(), id)
+		}
+
+		status, body = call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 3), nil)
+		if got := versionOf(body); status != 200 || got != 3 {
+			t.Fatalf("the same transaction proposed as version 3: %d %v, want 200 version 3", status, body)
+		}
+		decided := e.decisions(t, "r")
+		status, body = call(t, "POST", e.url+"/v1/table/r/version/create", stageManifest(t, e, "r", client, 4), nil)
+		if got := versionOf(body); status != 200 || got != 3 {
+			t.Errorf("a retry of the committed transaction: %d %v, want 200 version 3 (its decision)", status, body)
+		}
+		if n := e.decisions(t, "r"); n != decided {
+			t.Errorf("the retry made %d decisions, want none", n-decided)
+		}
+		e.checkLog(t, "r", 3)
+		var commits int
+		for _, r := range e.records(t, "r") {
+			if r.TxnID == id && r.Committed() {
+				commits++
+			}
+		}
+		if commits != 1 {
+			t.Errorf("transaction %s committed %d times, want once", id, commits)
+		}
+	})
 }
 
 // TestAttemptOfCommittedTransaction: two namespace servers stage
@@ -175,49 +178,51 @@ func TestVersionMovedRetryCommits(t *testing.T) {
 // undecided by the committer (the uuid is decided), and the answer is
 // the first attempt's decision: committed once.
 func TestAttemptOfCommittedTransaction(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	out := runOps(t, e, "s", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
-	if out.Results[0].Version != 1 {
-		t.Fatalf("create: %+v", out.Results)
-	}
-	client, err := sdkAppend(t, e, "s", 1, 2, 20).Proto()
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := proto.Marshal(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(e.pc.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	e.ns.SetBeforeStage(func(ctx context.Context, _ string) {
-		once.Do(func() {
-			m := nats.NewMsg(e.log.Scheme().Txn("s"))
-			m.Data = body
-			m.Header.Set(subject.HdrProposedVersion, "2")
-			if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("other-server-attempt")); err != nil {
-				t.Errorf("stage the other attempt: %v", err)
-				return
-			}
-			waitFor(t, "the other attempt's decision", func() bool {
-				r, ok, err := e.log.Find(ctx, "s", client.GetUuid(), 1)
-				return err == nil && ok && r.Committed()
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		out := runOps(t, v, e, "s", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create: %+v", out.Results)
+		}
+		client, err := sdkAppend(t, e, "s", 1, 2, 20).Proto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := proto.Marshal(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(e.pc.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		e.ns.SetBeforeStage(func(ctx context.Context, _ string) {
+			once.Do(func() {
+				m := nats.NewMsg(e.log.Scheme().Txn("s"))
+				m.Data = body
+				m.Header.Set(subject.HdrProposedVersion, "2")
+				if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("other-server-attempt")); err != nil {
+					t.Errorf("stage the other attempt: %v", err)
+					return
+				}
+				waitFor(t, "the other attempt's decision", func() bool {
+					r, ok, err := e.log.Find(ctx, "s", client.GetUuid(), 1)
+					return err == nil && ok && r.Committed()
+				})
 			})
 		})
+		t.Cleanup(func() { e.ns.SetBeforeStage(nil) })
+		decided := e.decisions(t, "s")
+		status, answer := call(t, "POST", e.url+"/v1/table/s/version/create", stageManifest(t, e, "s", client, 2), nil)
+		if status != 200 || versionOf(answer) != 2 {
+			t.Fatalf("this server's attempt: %d %v, want 200 version 2 (the other attempt's decision)", status, answer)
+		}
+		if n := e.decisions(t, "s"); n != decided+1 {
+			t.Errorf("%d decisions for two attempts of one transaction, want 1", n-decided)
+		}
+		e.checkLog(t, "s", 2)
 	})
-	t.Cleanup(func() { e.ns.SetBeforeStage(nil) })
-	decided := e.decisions(t, "s")
-	status, answer := call(t, "POST", e.url+"/v1/table/s/version/create", stageManifest(t, e, "s", client, 2), nil)
-	if status != 200 || versionOf(answer) != 2 {
-		t.Fatalf("this server's attempt: %d %v, want 200 version 2 (the other attempt's decision)", status, answer)
-	}
-	if n := e.decisions(t, "s"); n != decided+1 {
-		t.Errorf("%d decisions for two attempts of one transaction, want 1", n-decided)
-	}
-	e.checkLog(t, "s", 2)
 }
 
 // TestLanceDBVersionMoved: an unmodified LanceDB client appends through
@@ -228,39 +233,41 @@ func TestAttemptOfCommittedTransaction(t *testing.T) {
 // commits: both rows are in the table once, and the log shows the moved
 // attempt and the client's one commit.
 func TestLanceDBVersionMoved(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	out := runOps(t, e, "q", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
-	if out.Results[0].Version != 1 {
-		t.Fatalf("create: %+v", out.Results)
-	}
-	done := commitOnce(t, e, "q", sdkAppend(t, e, "q", 1, 3, 30))
-	out = runOps(t, e, "q", nil, map[string]any{"op": "open"}, map[string]any{"op": "add", "rows": []map[string]any{{"id": 2, "x": 20}}})
-	if v, err := done(); err != nil || v != 2 {
-		t.Fatalf("the worker's commit in between: version %d, %v", v, err)
-	}
-	if len(out.Results) != 2 || out.Results[1].Error != "" || out.Results[1].Version != 3 {
-		t.Fatalf("LanceDB add: %+v, want version 3", out.Results)
-	}
-	if got, want := js(t, out.Rows), js(t, []row{{"id": 1, "x": 10}, {"id": 2, "x": 20}, {"id": 3, "x": 30}}); got != want {
-		t.Errorf("rows %s, want %s", got, want)
-	}
-	e.checkLog(t, "q", 3)
-	recs := e.records(t, "q")
-	last := recs[len(recs)-1]
-	var moved []string
-	for _, r := range recs {
-		if r.Decision.GetReason() == cellguardpb.Reason_VERSION_MOVED {
-			moved = append(moved, r.TxnID)
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		out := runOps(t, v, e, "q", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create: %+v", out.Results)
 		}
-	}
-	if want := last.TxnID + "@2"; len(moved) != 1 || moved[0] != want {
-		t.Errorf("VERSION_MOVED records %q, want [%s]", moved, want)
-	}
-	// One 409 is the moved attempt; more (refused before staging) only if
-	// the client listed storage before the worker's version was in it.
-	if n := testutil.ToFloat64(e.ns.Requests("version_create", 409)); n < 1 {
-		t.Errorf("%v version/create answered 409, want the moved attempt's", n)
-	}
+		done := commitOnce(t, e, "q", sdkAppend(t, e, "q", 1, 3, 30))
+		out = runOps(t, v, e, "q", nil, map[string]any{"op": "open"}, map[string]any{"op": "add", "rows": []map[string]any{{"id": 2, "x": 20}}})
+		if v, err := done(); err != nil || v != 2 {
+			t.Fatalf("the worker's commit in between: version %d, %v", v, err)
+		}
+		if len(out.Results) != 2 || out.Results[1].Error != "" || out.Results[1].Version != 3 {
+			t.Fatalf("LanceDB add: %+v, want version 3", out.Results)
+		}
+		if got, want := js(t, out.Rows), js(t, []row{{"id": 1, "x": 10}, {"id": 2, "x": 20}, {"id": 3, "x": 30}}); got != want {
+			t.Errorf("rows %s, want %s", got, want)
+		}
+		e.checkLog(t, "q", 3)
+		recs := e.records(t, "q")
+		last := recs[len(recs)-1]
+		var moved []string
+		for _, r := range recs {
+			if r.Decision.GetReason() == cellguardpb.Reason_VERSION_MOVED {
+				moved = append(moved, r.TxnID)
+			}
+		}
+		if want := last.TxnID + "@2"; len(moved) != 1 || moved[0] != want {
+			t.Errorf("VERSION_MOVED records %q, want [%s]", moved, want)
+		}
+		// One 409 is the moved attempt; more (refused before staging) only if
+		// the client listed storage before the worker's version was in it.
+		if n := testutil.ToFloat64(e.ns.Requests("version_create", 409)); n < 1 {
+			t.Errorf("%v version/create answered 409, want the moved attempt's", n)
+		}
+	})
 }
 
 // versionOf reads the committed version from a version/create answer.

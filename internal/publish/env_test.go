@@ -26,6 +26,8 @@ import (
 	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
+	"cellguard/table/data"
 )
 
 func testLogger() *slog.Logger {
@@ -165,13 +167,14 @@ func withConfig(t *testing.T, txn *producer.Txn, cfg *cellguardpb.DatasetConfig)
 	return txn.SetProperty(declog.ConfigProperty, pb.TransactionProperties[declog.ConfigProperty])
 }
 
-// writeLance writes rec as a Lance 2.1 data file under root/data and
-// returns its DataFile; fieldIDs are the schema field ids of rec's
-// columns.
+// writeLance writes rec as a Lance data file under root/data and returns
+// its DataFile; fieldIDs are the schema field ids of rec's columns. The
+// file has the data storage version of the table's latest version at root
+// (2.2 for a table LanceDB 0.39 created), 2.1 when root holds none yet.
 func writeLance(t *testing.T, root string, rec arrow.Record, fieldIDs []int32) *lancepb.DataFile {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := lancefile.NewWriter(&buf, rec.Schema(), fieldIDs, lancefile.WriterOptions{Version: lancefile.V2_1})
+	w, err := lancefile.NewWriter(&buf, rec.Schema(), fieldIDs, lancefile.WriterOptions{Version: tableFileVersion(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +193,42 @@ func writeLance(t *testing.T, root string, rec arrow.Record, fieldIDs []int32) *
 		t.Fatal(err)
 	}
 	return fi.DataFile(name)
+}
+
+// tableFileVersion is the file version of new data files for the latest
+// version of the table at root (data.FileVersion), 2.1 if it has none.
+func tableFileVersion(t *testing.T, root string) lancefile.Version {
+	t.Helper()
+	ctx := t.Context()
+	loc, err := publish.OpenLocation(ctx, root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	v, err := publish.LatestVersion(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == 0 {
+		return lancefile.V2_1
+	}
+	b, err := os.ReadFile(filepath.Join(root, "_versions", table.ManifestFileName(v, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := table.ReadManifestFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := table.FromProto(f.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv, err := data.FileVersion(m)
+	if err != nil {
+		t.Fatalf("write a data file for version %d of %s: %v", v, root, err)
+	}
+	return fv
 }
 
 func newName() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }

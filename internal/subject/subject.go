@@ -68,6 +68,13 @@ const (
 	// is a decision like any other. HdrRefusalMessage says why.
 	HdrRefusal        = "Cg-Refusal"
 	HdrRefusalMessage = "Cg-Refusal-Message"
+	// HdrStorageVersion, on a staged creating transaction whose dataset
+	// configuration names no data storage version, is the version of the
+	// table when no data file tells it (the Lance REST namespace sends the
+	// one the client's manifest records: LanceDB 0.39 creates empty tables
+	// in 2.2, 0.31 in 2.1). The committer records it on the creating
+	// record, where replays take it from.
+	HdrStorageVersion = "Cg-Storage-Version"
 )
 
 // Outcome is the last token of a decision subject.

@@ -1,9 +1,11 @@
 // Runs table operations with unmodified LanceDB through the namespace.
-// Input: {uri, table, headers?, ops: [{op: "create", rows} | {op: "add",
-// rows} | {op: "update", where, values} | {op: "optimize"} | {op:
-// "checkout", version}], timeoutMs?}. Stops at the first failing op.
+// Input: {uri, table, headers?, ops: [{op: "create", rows, storage?} | {op:
+// "add", rows} | {op: "update", where, values} | {op: "optimize"} | {op:
+// "checkout", version} | {op: "wait", path} (until the file exists)],
+// timeoutMs?}. Stops at the first failing op.
 // Output: {results: [{version} | {error}], rows (latest, sorted by id),
 // versions}.
+import { existsSync } from "node:fs";
 const input = JSON.parse(await readStdin());
 const db = await lancedb.connectNamespace("rest", { uri: input.uri, headers: input.headers ?? {} });
 const timeout = (ms) => new Promise((_, rej) => setTimeout(() => rej(new Error("TIMEOUT")), ms));
@@ -13,7 +15,12 @@ let tbl = null;
 for (const o of input.ops) {
   try {
     switch (o.op) {
-      case "create": tbl = await bounded(db.createTable(input.table, o.rows)); break;
+      case "create":
+        tbl = await bounded(db.createTable(input.table, o.rows, o.storage ? { dataStorageVersion: o.storage } : {}));
+        break;
+      case "wait":
+        while (!existsSync(o.path)) await new Promise((r) => setTimeout(r, 20));
+        continue;
       case "open": tbl = await bounded(db.openTable(input.table)); break;
       case "add": await bounded(tbl.add(o.rows)); break;
       case "update": await bounded(tbl.update({ where: o.where, values: o.values })); break;
