@@ -32,7 +32,7 @@ type Blob struct {
 // Location is one dataset location: it reads (and caches) deletion files
 // and stores new ones create-if-absent.
 type Location struct {
-	read  *data.Store       // over write's bucket
+	read  *data.Store        // over write's bucket
 	write *location.Location // owns the bucket
 }
 
