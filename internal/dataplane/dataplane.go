@@ -17,7 +17,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"cellguard/internal/location"
-	"cellguard/internal/publish"
+	"cellguard/internal/logrec"
 	"cellguard/proto/lancepb"
 	"cellguard/table/data"
 )
@@ -94,4 +94,4 @@ func DatasetLocation(root, ds string) (string, error) { return location.DatasetL
 
 // DefaultStorageVersion is the Lance data storage version of tables
 // cellguard creates.
-const DefaultStorageVersion = publish.DefaultStorageVersion
+const DefaultStorageVersion = logrec.DefaultStorageVersion

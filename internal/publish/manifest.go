@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"cellguard/internal/logrec"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 )
@@ -39,7 +40,7 @@ const (
 
 // DefaultStorageVersion is the data storage version of tables cellguard
 // creates: LanceDB 0.31's default.
-const DefaultStorageVersion = "2.1"
+const DefaultStorageVersion = logrec.DefaultStorageVersion
 
 // writerVersion is what published manifests name as their writer. Lance
 // consults the writer version only to work around bugs of older Lance

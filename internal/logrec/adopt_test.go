@@ -1,4 +1,4 @@
-package declog_test
+package logrec_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 )
@@ -23,36 +23,36 @@ func TestReplayAdoption(t *testing.T) {
 	}
 	txn := &lancepb.Transaction{Uuid: "00000000-0000-4000-8000-000000000005",
 		Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{Schema: schema}}}
-	if err := declog.SetAdoption(txn, adopted); err != nil {
+	if err := logrec.SetAdoption(txn, adopted); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, ok, err := declog.AdoptionOf(txn); !ok || err != nil || m.Version() != 5 {
+	if m, _, ok, err := logrec.AdoptionOf(txn); !ok || err != nil || m.Version() != 5 {
 		t.Fatalf("AdoptionOf = %v, %v, %v", m, ok, err)
 	}
 	tb, _ := proto.Marshal(txn)
-	rec := func(v uint64, d *cellguardpb.Decision) declog.Record {
-		return declog.Record{Seq: v, Dataset: "ds", Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: v, Decision: d}
+	rec := func(v uint64, d *cellguardpb.Decision) logrec.Record {
+		return logrec.Record{Seq: v, Dataset: "ds", Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: v, Decision: d}
 	}
 	adoption := rec(5, &cellguardpb.Decision{Dataset: "ds", TxnUuid: txn.Uuid, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED,
 		Version: 5, Transaction: tb, AdoptedManifest: raw})
-	m, got, err := declog.Replay(ctx, nil, adoption, nil)
+	m, got, err := logrec.Replay(ctx, nil, adoption, nil)
 	if err != nil || m.Version() != 5 || got.GetUuid() != txn.Uuid {
 		t.Fatalf("Replay(adoption) = %v, %v, %v", m, got, err)
 	}
 	next := committed(t, "ds", 6)
-	m6, _, err := declog.Replay(ctx, m, rec(6, next), nil)
+	m6, _, err := logrec.Replay(ctx, m, rec(6, next), nil)
 	if err != nil || m6.Version() != 6 || m6.NumFragments() != 2 {
 		t.Fatalf("Replay(version 6 after adoption) = %v, %v", m6, err)
 	}
-	if _, _, err := declog.Replay(ctx, m, adoption, nil); !errors.Is(err, declog.ErrMalformedRecord) {
+	if _, _, err := logrec.Replay(ctx, m, adoption, nil); !errors.Is(err, logrec.ErrMalformedRecord) {
 		t.Errorf("adoption as a later record: %v, want ErrMalformedRecord", err)
 	}
 	adoption.Version = 4
-	if _, _, err := declog.Replay(ctx, nil, adoption, nil); err == nil {
+	if _, _, err := logrec.Replay(ctx, nil, adoption, nil); err == nil {
 		t.Error("adoption recording another version than its manifest: no error")
 	}
-	bad := &lancepb.Transaction{TransactionProperties: map[string]string{declog.AdoptProperty: "not base64!"}}
-	if _, _, ok, err := declog.AdoptionOf(bad); !ok || !errors.Is(err, declog.ErrMalformedRecord) {
+	bad := &lancepb.Transaction{TransactionProperties: map[string]string{logrec.AdoptProperty: "not base64!"}}
+	if _, _, ok, err := logrec.AdoptionOf(bad); !ok || !errors.Is(err, logrec.ErrMalformedRecord) {
 		t.Errorf("AdoptionOf(undecodable) = %v, %v", ok, err)
 	}
 }
@@ -62,18 +62,18 @@ func TestReplayAdoption(t *testing.T) {
 func TestConfigProperty(t *testing.T) {
 	txn := &lancepb.Transaction{}
 	cfg := &cellguardpb.DatasetConfig{Location: "s3://b/t.lance", Readers: cellguardpb.Readers_READERS_LANCE8, StorageVersion: "2.1"}
-	if err := declog.SetConfig(txn, cfg); err != nil {
+	if err := logrec.SetConfig(txn, cfg); err != nil {
 		t.Fatal(err)
 	}
-	got, err := declog.ConfigOf(txn)
+	got, err := logrec.ConfigOf(txn)
 	if err != nil || !proto.Equal(got, cfg) {
 		t.Errorf("ConfigOf = %v, %v; want %v", got, err, cfg)
 	}
-	if got, err := declog.ConfigOf(&lancepb.Transaction{}); got != nil || err != nil {
+	if got, err := logrec.ConfigOf(&lancepb.Transaction{}); got != nil || err != nil {
 		t.Errorf("ConfigOf(no property) = %v, %v", got, err)
 	}
-	txn.TransactionProperties[declog.ConfigProperty] = "AAAA%%%"
-	if _, err := declog.ConfigOf(txn); !errors.Is(err, declog.ErrMalformedRecord) {
+	txn.TransactionProperties[logrec.ConfigProperty] = "AAAA%%%"
+	if _, err := logrec.ConfigOf(txn); !errors.Is(err, logrec.ErrMalformedRecord) {
 		t.Errorf("ConfigOf(undecodable) = %v", err)
 	}
 }

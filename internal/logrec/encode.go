@@ -1,4 +1,4 @@
-package declog
+package logrec
 
 // encode.go writes a decision record's body with protowire instead of
 // reflection, for the records deciding writes by the thousand: those

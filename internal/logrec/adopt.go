@@ -1,4 +1,4 @@
-package declog
+package logrec
 
 import (
 	"encoding/base64"
