@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // judge.go is the decision core proper: one staged message against the
 // current (provisional) state, through the rules, to a verdict.

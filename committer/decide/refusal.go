@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // refusal.go is what a stager may say about the message it stages: the
 // version it proposes the transaction for, and a refusal of the

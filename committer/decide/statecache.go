@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // statecache.go bounds what a dataset's state keeps besides its head:
 // recent manifests and transactions, by window and by cost.

@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // idset.go is the set of decided transaction ids, which every decision
 // looks up once and, almost always, adds to.

@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // tombstone.go: what a deleted dataset's state knows of its deletion.
 //

@@ -1,4 +1,4 @@
-package committer
+package decide
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // seqIndex maps committed versions to the CG_DEC sequence of their
 // records, for the versions the log still holds: first, first+1, …, top.

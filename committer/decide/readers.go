@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // readers.go holds what a dataset's configuration (declog.Config: its
 // published location and the readers it serves) changes in deciding.

@@ -1,4 +1,4 @@
-package committer
+package decide
 
 // rules.go is the only file that calls the table model's apply and rebase
 // rules and the precondition evaluator. The rest of the package sees their
