@@ -21,10 +21,10 @@ import (
 // the index existed. Every decision must be the same, record for record.
 func TestDecideIndexedMatchesWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	lim := limits{maxTxnBytes: 1 << 20, window: 16, maxLag: 1000}
-	newSide := func() (*state, *memHistory) {
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 16, MaxLag: 1000}
+	newSide := func() (*State, *memHistory) {
 		h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-		return newState("core", lim, h), h
+		return NewState("core", lim, h), h
 	}
 	indexed, ih := newSide()
 	walked, wh := newSide()
@@ -35,43 +35,43 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 		body := mustMarshal(t, txn)
 		var recs [2]*cellguardpb.Decision
 		for i, side := range []struct {
-			st *state
+			st *State
 			h  *memHistory
 		}{{indexed, ih}, {walked, wh}} {
 			if side.st == walked {
 				side.st.cx.Reset()
 			}
-			m := side.st.mark()
-			v := side.st.decide(t.Context(), staged{seq: seq, data: body})
-			if v.skip || v.broken != nil {
-				t.Fatalf("decide %d: skip=%v broken=%v", seq, v.skip, v.broken)
+			m := side.st.Mark()
+			v := side.st.Decide(t.Context(), Staged{Seq: seq, Data: body})
+			if v.Skip || v.Broken != nil {
+				t.Fatalf("decide %d: skip=%v broken=%v", seq, v.Skip, v.Broken)
 			}
-			recs[i] = v.rec
-			if v.next != nil { // the committed bytes are the committed transaction
-				want := v.txn
+			recs[i] = v.Rec
+			if v.Next != nil { // the committed bytes are the committed transaction
+				want := v.Txn
 				if v.borrowed { // an Append as staged, landed at the head it was decided on
-					if v.txn != nil {
+					if v.Txn != nil {
 						t.Fatalf("decision %d: a borrowed transaction was returned", seq)
 					}
 					want = proto.CloneOf(txn)
-					want.ReadVersion = v.next.Version() - 1
+					want.ReadVersion = v.Next.Version() - 1
 				}
 				var got lancepb.Transaction
-				if err := proto.Unmarshal(v.rec.Transaction, &got); err != nil || !proto.Equal(&got, want) {
+				if err := proto.Unmarshal(v.Rec.Transaction, &got); err != nil || !proto.Equal(&got, want) {
 					t.Fatalf("decision %d: the record's transaction %v (%v) is not the one committed, %v", seq, &got, err, want)
 				}
 			}
 			if !keep {
-				side.st.rollback(m)
+				side.st.Rollback(m)
 				continue
 			}
-			side.st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
-			if v.next != nil {
-				side.h.ms[v.next.Version()], side.h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
+			side.st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+			if v.Next != nil {
+				side.h.ms[v.Next.Version()], side.h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 			}
 		}
-		if keep && indexed.head != nil && !proto.Equal(indexed.head.Proto(), walked.head.Proto()) {
-			t.Fatalf("decision %d: the heads differ:\nindexed %v\nwalked  %v", seq, indexed.head.Proto(), walked.head.Proto())
+		if keep && indexed.Head != nil && !proto.Equal(indexed.Head.Proto(), walked.Head.Proto()) {
+			t.Fatalf("decision %d: the heads differ:\nindexed %v\nwalked  %v", seq, indexed.Head.Proto(), walked.Head.Proto())
 		}
 		a, b := recs[0], recs[1]
 		if a.Outcome != b.Outcome || a.Reason != b.Reason || a.Version != b.Version || a.Message != b.Message ||
@@ -81,7 +81,7 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 	}
 	decide(createTxn(newUUID()), true)
 	for range 1500 {
-		head := indexed.headVersion()
+		head := indexed.HeadVersion()
 		rv := head - uint64(rng.IntN(int(min(head, 20))))
 		var txn *lancepb.Transaction
 		switch k := rng.IntN(10); {
@@ -96,11 +96,11 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 		}
 		decide(txn, rng.IntN(8) != 0)
 	}
-	if h := indexed.headVersion(); !indexed.cx.Covers(h-uint64(lim.window), h) {
+	if h := indexed.HeadVersion(); !indexed.cx.Covers(h-uint64(lim.Window), h) {
 		t.Errorf("the conflict index does not cover the window (%d versions up to %d)", indexed.cx.Len(), h)
 	}
-	if indexed.headVersion() < 500 {
-		t.Errorf("only %d versions committed: the stream exercises too little", indexed.headVersion())
+	if indexed.HeadVersion() < 500 {
+		t.Errorf("only %d versions committed: the stream exercises too little", indexed.HeadVersion())
 	}
 }
 
@@ -146,29 +146,29 @@ func TestUUIDKeyMatchesHex(t *testing.T) {
 // of every version since its base, across a schema change and a rolled
 // back one, without the window or the change index.
 func TestSchemaAtEveryVersion(t *testing.T) {
-	st := newState("schemas", limits{maxTxnBytes: 1 << 20, window: 2, maxLag: 1000}, nil)
+	st := NewState("schemas", Limits{MaxTxnBytes: 1 << 20, Window: 2, MaxLag: 1000}, nil)
 	want := map[uint64]*table.Schema{}
 	seq := uint64(0)
 	decide := func(txn *lancepb.Transaction, keep bool) {
 		t.Helper()
 		seq++
-		m := st.mark()
-		v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
-		if v.next == nil {
-			t.Fatalf("decision %d not committed: %v", seq, v.rec)
+		m := st.Mark()
+		v := st.Decide(t.Context(), Staged{Seq: seq, Data: mustMarshal(t, txn)})
+		if v.Next == nil {
+			t.Fatalf("decision %d not committed: %v", seq, v.Rec)
 		}
 		if !keep {
-			st.rollback(m)
+			st.Rollback(m)
 			return
 		}
-		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
-		want[v.next.Version()] = v.next.Schema()
+		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+		want[v.Next.Version()] = v.Next.Schema()
 	}
 	decide(createTxn(newUUID()), true)
 	for i := range 5 {
 		decide(appendTxn(newUUID(), uint64(i+1)), true)
 	}
-	wider := &lancepb.Transaction{Uuid: newUUID(), ReadVersion: st.headVersion(), Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
+	wider := &lancepb.Transaction{Uuid: newUUID(), ReadVersion: st.HeadVersion(), Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
 		Fragments: []*lancepb.DataFragment{dataFragment("w.lance", 3)},
 		Schema: []*lancepb.Field{{Id: 0, Name: "a", ParentId: -1, LogicalType: "int64"}, {Id: 1, Name: "b", ParentId: -1, LogicalType: "int64"},
 			{Id: 2, Name: "c", ParentId: -1, LogicalType: "string"}},
@@ -177,18 +177,18 @@ func TestSchemaAtEveryVersion(t *testing.T) {
 	wider.Uuid = newUUID()
 	decide(wider, true)
 	for range 3 {
-		decide(appendTxn(newUUID(), st.headVersion()), true)
+		decide(appendTxn(newUUID(), st.HeadVersion()), true)
 	}
 	if len(st.schemas) != 2 {
 		t.Errorf("%d schema changes recorded, want 2", len(st.schemas))
 	}
-	for v := uint64(1); v <= st.headVersion(); v++ {
+	for v := uint64(1); v <= st.HeadVersion(); v++ {
 		got, ok := st.schemaAt(v)
 		if !ok || got != want[v] {
 			t.Errorf("schemaAt(%d) = %p, %v; want %p", v, got, ok, want[v])
 		}
 	}
-	if _, ok := st.schemaAt(st.headVersion() + 1); ok {
+	if _, ok := st.schemaAt(st.HeadVersion() + 1); ok {
 		t.Error("schemaAt beyond head answered")
 	}
 }

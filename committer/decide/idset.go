@@ -499,7 +499,7 @@ func (d *idSet) addID(x decidedID) {
 	d.s[x.id] = struct{}{}
 }
 
-func (d *idSet) has(id string) bool { return d.hasID(idOf(id)) }
+func (d *idSet) Has(id string) bool { return d.hasID(idOf(id)) }
 
 func (d *idSet) add(id string) { d.addID(idOf(id)) }
 

@@ -75,11 +75,11 @@ func checkIDSet(t *testing.T, r *rand.Rand, newID func() string) {
 		}
 		for range 3 {
 			id := ids[r.IntN(len(ids))]
-			if s.has(id) != ref[id] {
-				t.Fatalf("step %d: has(%s) = %v; want %v", step, id, s.has(id), ref[id])
+			if s.Has(id) != ref[id] {
+				t.Fatalf("step %d: has(%s) = %v; want %v", step, id, s.Has(id), ref[id])
 			}
 		}
-		if id := newID(); s.has(id) {
+		if id := newID(); s.Has(id) {
 			t.Fatalf("step %d: has %s, never added", step, id)
 		}
 		if step%idPending == 0 {
@@ -87,8 +87,8 @@ func checkIDSet(t *testing.T, r *rand.Rand, newID func() string) {
 		}
 	}
 	for _, id := range ids {
-		if s.has(id) != ref[id] {
-			t.Fatalf("has(%s) = %v; want %v", id, s.has(id), ref[id])
+		if s.Has(id) != ref[id] {
+			t.Fatalf("has(%s) = %v; want %v", id, s.Has(id), ref[id])
 		}
 	}
 	checkEach(t, &s, ref)

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/evaluator"
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -20,20 +20,20 @@ import (
 
 // decide decides one staged message against the current (provisional)
 // state and, unless it is a skip, records the result in the state.
-func (s *state) decide(ctx context.Context, in staged) verdict {
-	s.deciding = true
-	defer func() { s.deciding = false }()
+func (s *State) Decide(ctx context.Context, in Staged) Verdict {
+	s.Deciding = true
+	defer func() { s.Deciding = false }()
 	key, txn, op, borrowed, decodeErr := s.identify(in) // key: looked up here, added in record
 	id := key.id
-	if s.decided.hasID(key) || s.attemptDecided(in) {
-		return verdict{skip: true}
+	if s.Decided.hasID(key) || s.attemptDecided(in) {
+		return Verdict{Skip: true}
 	}
-	rec := &cellguardpb.Decision{Dataset: s.ds, TxnUuid: id, TxnSeq: in.seq, HeadVersion: s.headVersion()}
+	rec := &cellguardpb.Decision{Dataset: s.Dataset, TxnUuid: id, TxnSeq: in.Seq, HeadVersion: s.HeadVersion()}
 	if txn != nil {
 		rec.ReadVersion = txn.GetReadVersion()
 	}
 	v, rej := s.judge(ctx, in, txn, op, decodeErr, rec)
-	if v.broken != nil {
+	if v.Broken != nil {
 		return v
 	}
 	if rej != nil {
@@ -43,20 +43,20 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 		rec.Violations = rej.violations
 		rec.ConflictVersion, rec.ConflictTxnUuid = rej.conflictVersion, rej.conflictTxn
 		if txn != nil && decodeErr == nil {
-			rec.Transaction = in.data // as staged, for whoever recomputes it
+			rec.Transaction = in.Data // as staged, for whoever recomputes it
 		}
-		v = verdict{rec: rec}
+		v = Verdict{Rec: rec}
 	}
-	if rec.ReadVersion > 0 && rec.ReadVersion <= s.headVersion() {
-		v.lag = s.headVersion() - rec.ReadVersion
+	if rec.ReadVersion > 0 && rec.ReadVersion <= s.HeadVersion() {
+		v.Lag = s.HeadVersion() - rec.ReadVersion
 	}
-	v.borrowed = borrowed && v.next != nil
+	v.borrowed = borrowed && v.Next != nil
 	if enc, err := v.encode(); err == nil {
 		v.body = enc.Body
 	}
-	s.record(v, key, in.seq)
+	s.record(v, key, in.Seq)
 	if borrowed {
-		v.txn = nil // the next decode reuses it; rec.Transaction is its encoding
+		v.Txn = nil // the next decode reuses it; rec.Transaction is its encoding
 	}
 	return v
 }
@@ -70,14 +70,14 @@ func (s *state) decide(ctx context.Context, in staged) verdict {
 // with the state's decoder: borrowed reports that it lives in the
 // decoder's memory, valid until the next identify. The identity comes
 // parsed (idOf), for the decided set.
-func (s *state) identify(in staged) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
-	if len(in.data) > s.lim.maxTxnBytes {
+func (s *State) identify(in Staged) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
+	if len(in.Data) > s.Limits.MaxTxnBytes {
 		return idOf(fallbackID(in)), nil, table.OpUnknown, false, nil
 	}
 	if s.dec == nil {
 		s.dec = new(table.Decoder)
 	}
-	txn, op, borrowed, err = s.dec.Decode(in.data)
+	txn, op, borrowed, err = s.dec.Decode(in.Data)
 	if txn == nil {
 		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
@@ -101,83 +101,83 @@ func validTxnID(x decidedID) error {
 	return subject.ValidTxnID(x.id)
 }
 
-func fallbackID(in staged) string {
-	if subject.ValidTxnID(in.msgID) == nil {
-		return in.msgID
+func fallbackID(in Staged) string {
+	if subject.ValidTxnID(in.MsgID) == nil {
+		return in.MsgID
 	}
-	return subject.AnonymousTxnID(in.seq)
+	return subject.AnonymousTxnID(in.Seq)
 }
 
 // judge runs the protocol's checks in order. It returns the committed
 // verdict or the first rejection.
-func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (verdict, *rejection) {
+func (s *State) judge(ctx context.Context, in Staged, txn *lancepb.Transaction, op table.Op, decodeErr error, rec *cellguardpb.Decision) (Verdict, *Rejection) {
 	if rej := s.deletedRejection(); rej != nil {
-		return verdict{}, rej
+		return Verdict{}, rej
 	}
 	switch {
 	case !s.validName:
-		return verdict{}, reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.ds))
-	case len(in.data) > s.lim.maxTxnBytes:
-		return verdict{}, reject(cellguardpb.Reason_TOO_LARGE, "transaction is %d bytes, the limit is %d", len(in.data), s.lim.maxTxnBytes)
+		return Verdict{}, Reject(cellguardpb.Reason_INVALID_DATASET_NAME, "%v", subject.Validate(s.Dataset))
+	case len(in.Data) > s.Limits.MaxTxnBytes:
+		return Verdict{}, Reject(cellguardpb.Reason_TOO_LARGE, "transaction is %d bytes, the limit is %d", len(in.Data), s.Limits.MaxTxnBytes)
 	case decodeErr != nil:
-		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
+		return Verdict{}, Reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", decodeErr)
 	}
 	if rej := s.checkStager(in, rec); rej != nil {
-		return verdict{}, rej
+		return Verdict{}, rej
 	}
-	if rej := checkReaders(s.cfg, op); rej != nil {
-		return verdict{}, rej
+	if rej := checkReaders(s.Config, op); rej != nil {
+		return Verdict{}, rej
 	}
 	rv := txn.GetReadVersion()
 	if op == table.OpOverwrite && rv == 0 {
 		return s.create(ctx, txn, rec)
 	}
-	head := s.head
+	head := s.Head
 	switch {
 	case head == nil:
-		return verdict{}, reject(cellguardpb.Reason_UNKNOWN_DATASET, "dataset %q has no committed version; create it with an Overwrite at read_version 0", s.ds)
+		return Verdict{}, Reject(cellguardpb.Reason_UNKNOWN_DATASET, "dataset %q has no committed version; create it with an Overwrite at read_version 0", s.Dataset)
 	case rv == 0:
-		return verdict{}, reject(cellguardpb.Reason_INVALID_TRANSACTION, "read_version 0 is only valid for a creating Overwrite")
+		return Verdict{}, Reject(cellguardpb.Reason_INVALID_TRANSACTION, "read_version 0 is only valid for a creating Overwrite")
 	case rv > head.Version():
-		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_IN_FUTURE, "read_version %d is ahead of head %d", rv, head.Version())
-	case head.Version()-rv > s.lim.maxLag:
-		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d (limit %d)", rv, head.Version()-rv, head.Version(), s.lim.maxLag)
-	case s.lim.retain > 0 && head.Version()-rv > s.lim.retain:
-		return verdict{}, reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is older than the %d retained versions", rv, s.lim.retain)
+		return Verdict{}, Reject(cellguardpb.Reason_READ_VERSION_IN_FUTURE, "read_version %d is ahead of head %d", rv, head.Version())
+	case head.Version()-rv > s.Limits.MaxLag:
+		return Verdict{}, Reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d (limit %d)", rv, head.Version()-rv, head.Version(), s.Limits.MaxLag)
+	case s.Limits.Retain > 0 && head.Version()-rv > s.Limits.Retain:
+		return Verdict{}, Reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is older than the %d retained versions", rv, s.Limits.Retain)
 	}
-	pre, err := evaluator.CheckTransaction(txn, s.lim.rules.limits)
+	pre, err := evaluator.CheckTransaction(txn, s.Limits.Rules.Limits)
 	if err != nil {
-		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
+		return Verdict{}, Reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
 	}
 	s.syncIndex()
 	local := pinner{s: s, rv: rv}
 	p := &local
 	var pin func() (*table.Manifest, error)
-	if _, indexed := s.ix.At(rv); len(pre) > 0 && !indexed {
+	if _, indexed := s.ChangeIndex.At(rv); len(pre) > 0 && !indexed {
 		// The evaluator pins only what the change index does not cover,
 		// and keeps pin: only then does the pinner live on the heap.
 		shared := &pinner{s: s, rv: rv}
 		p, pin = shared, func() (*table.Manifest, error) { return shared.pin(ctx) }
 	}
 	if err := s.checkReadSchema(ctx, txn, pre, p); err != nil {
-		return verdict{}, asRejection(err)
+		return Verdict{}, asRejection(err)
 	}
-	opts := s.lim.rules
+	opts := s.Limits.Rules
 	opts.hist = s
 	opts.conflicts = s.cx
-	if err := checkPreconditions(ctx, s.ix, rv, pre, pin, opts); err != nil {
-		if errors.Is(err, errBrokenState) {
-			return verdict{broken: err}, nil
+	if err := checkPreconditions(ctx, s.ChangeIndex, rv, pre, pin, opts); err != nil {
+		if errors.Is(err, ErrBrokenState) {
+			return Verdict{Broken: err}, nil
 		}
-		return verdict{}, asRejection(err)
+		return Verdict{}, asRejection(err)
 	}
 	if err := s.checkRebaseLag(rv); err != nil {
-		return verdict{}, err
+		return Verdict{}, err
 	}
 	var rebased *lancepb.Transaction
-	var dels []deletionWrite
+	var dels []DeletionWrite
 	cands := candidates(txn, head, opts)
-	apply := applyTxn
+	apply := ApplyTxn
 	if landsAsIs(op, cands) {
 		txn.ReadVersion = head.Version() // what land would do, without the read manifest
 		rebased = txn
@@ -185,21 +185,21 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 	} else {
 		pinned, err := p.pin(ctx)
 		if err != nil {
-			return verdict{}, pinRejection(rv, err)
+			return Verdict{}, pinRejection(rv, err)
 		}
 		if rebased, dels, err = land(ctx, pinned, head, txn, cands, opts); err != nil {
-			return verdict{}, asRejection(err)
+			return Verdict{}, asRejection(err)
 		}
 	}
 	next, err := apply(ctx, head, rebased, s)
 	if err != nil {
-		return verdict{}, asRejection(err)
+		return Verdict{}, asRejection(err)
 	}
 	var staged []byte
 	if op == table.OpAppend {
 		// Landing an Append changes its read version and nothing else
 		// (a rebase transforms only row changes and index coverage).
-		staged = in.data
+		staged = in.Data
 	}
 	return s.finish(next, rebased, staged, dels, rec)
 }
@@ -209,7 +209,7 @@ func (s *state) judge(ctx context.Context, in staged, txn *lancepb.Transaction, 
 // the change index cannot answer because the read version is older than
 // its horizon.
 type pinner struct {
-	s      *state
+	s      *State
 	rv     uint64
 	pinned *table.Manifest
 	err    error
@@ -224,11 +224,11 @@ func (p *pinner) pin(ctx context.Context) (*table.Manifest, error) {
 	return p.pinned, p.err
 }
 
-func pinRejection(rv uint64, err error) *rejection {
+func pinRejection(rv uint64, err error) *Rejection {
 	if errors.Is(err, table.ErrVersionNotFound) {
-		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
+		return Reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
 	}
-	return reject(cellguardpb.Reason_INTERNAL, "load read_version %d: %v", rv, err)
+	return Reject(cellguardpb.Reason_INTERNAL, "load read_version %d: %v", rv, err)
 }
 
 // checkReadSchema checks that the new data files of txn name fields of
@@ -237,9 +237,9 @@ func pinRejection(rv uint64, err error) *rejection {
 // the read version; otherwise from the pinned manifest, loaded only if the
 // transaction can still get anywhere: it has preconditions to evaluate, or
 // its lag is within what the committer rebases.
-func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
+func (s *State) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, pre []evaluator.Precondition, p *pinner) error {
 	var schema *table.Schema
-	if w, ok := s.ix.At(p.rv); ok {
+	if w, ok := s.ChangeIndex.At(p.rv); ok {
 		schema = w.Schema()
 	} else if sc, ok := s.schemaAt(p.rv); ok {
 		schema = sc
@@ -256,7 +256,7 @@ func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, p
 		schema = m.Schema()
 	}
 	if err := table.CheckFileFields(txn, schema); err != nil {
-		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+		return Reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
 	}
 	return nil
 }
@@ -266,32 +266,32 @@ func (s *state) checkReadSchema(ctx context.Context, txn *lancepb.Transaction, p
 // transaction committed since (conflict checks and rebase), from the log
 // once they are out of the window. The rejection is retryable: re-read
 // and try again.
-func (s *state) checkRebaseLag(rv uint64) *rejection {
-	lag := s.headVersion() - rv
-	if s.lim.maxRebaseLag > 0 && lag > s.lim.maxRebaseLag {
-		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d; the committer rebases at most %d: re-read and retry", rv, lag, s.headVersion(), s.lim.maxRebaseLag)
+func (s *State) checkRebaseLag(rv uint64) *Rejection {
+	lag := s.HeadVersion() - rv
+	if s.Limits.MaxRebaseLag > 0 && lag > s.Limits.MaxRebaseLag {
+		return Reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is %d versions behind head %d; the committer rebases at most %d: re-read and retry", rv, lag, s.HeadVersion(), s.Limits.MaxRebaseLag)
 	}
 	return nil
 }
 
-func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (verdict, *rejection) {
-	if s.head != nil {
-		return verdict{}, reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.ds, s.head.Version())
+func (s *State) create(ctx context.Context, txn *lancepb.Transaction, rec *cellguardpb.Decision) (Verdict, *Rejection) {
+	if s.Head != nil {
+		return Verdict{}, Reject(cellguardpb.Reason_DATASET_EXISTS, "dataset %q exists at version %d", s.Dataset, s.Head.Version())
 	}
 	if len(txn.GetPreconditions()) > 0 {
-		return verdict{}, reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
+		return Verdict{}, Reject(cellguardpb.Reason_INVALID_PRECONDITION, "preconditions are not allowed when creating a dataset")
 	}
-	if _, adopting := txn.GetTransactionProperties()[declog.AdoptProperty]; adopting {
+	if _, adopting := txn.GetTransactionProperties()[logrec.AdoptProperty]; adopting {
 		return s.adopt(txn, rec)
 	}
-	cfg, rej := creationConfig(txn, s.ds, s.lim.lanceRoot)
+	cfg, rej := creationConfig(txn, s.Dataset, s.Limits.LanceRoot, s.Limits.DatasetLocation)
 	if rej != nil {
-		return verdict{}, rej
+		return Verdict{}, rej
 	}
 	rec.DatasetConfig = cfg
-	next, err := applyTxn(ctx, nil, txn, s)
+	next, err := ApplyTxn(ctx, nil, txn, s)
 	if err != nil {
-		return verdict{}, asRejection(err)
+		return Verdict{}, asRejection(err)
 	}
 	return s.finish(next, txn, nil, nil, rec)
 }
@@ -301,24 +301,24 @@ func (s *state) create(ctx context.Context, txn *lancepb.Transaction, rec *cellg
 // staged bytes txn was decoded from, differing from txn only in its read
 // version), those bytes with the read version set, not encoded again:
 // written when the record is (verdict.encode), straight into its body.
-func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []byte, dels []deletionWrite, rec *cellguardpb.Decision) (verdict, *rejection) {
-	if want := s.headVersion() + 1; next.Version() != want {
-		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
+func (s *State) finish(next *table.Manifest, txn *lancepb.Transaction, staged []byte, dels []DeletionWrite, rec *cellguardpb.Decision) (Verdict, *Rejection) {
+	if want := s.HeadVersion() + 1; next.Version() != want {
+		return Verdict{}, Reject(cellguardpb.Reason_INTERNAL, "apply produced version %d, want %d", next.Version(), want)
 	}
 	rec.Outcome = cellguardpb.Outcome_OUTCOME_COMMITTED
 	rec.Version = next.Version()
-	v := verdict{rec: rec, next: next, txn: txn, deletions: dels}
+	v := Verdict{Rec: rec, Next: next, Txn: txn, Deletions: dels}
 	if staged != nil {
 		landed, err := s.dec.Land(staged, txn.GetReadVersion()) // the decoder knows staged: no walk
 		if err != nil {
-			return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
+			return Verdict{}, Reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 		}
 		v.landed = landed
 		return v, nil
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(txn)
 	if err != nil {
-		return verdict{}, reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
+		return Verdict{}, Reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 	}
 	rec.Transaction = b
 	return v, nil
@@ -326,58 +326,58 @@ func (s *state) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 
 // encode encodes v's record once, as the log stores it. A record whose
 // transaction is landed (finish) gets it here, written into the body.
-func (v verdict) encode() (declog.Encoded, error) {
-	if v.landed.Len() > 0 && v.rec.Transaction == nil {
-		return declog.EncodeLanded(v.rec, v.landed)
+func (v Verdict) encode() (logrec.Encoded, error) {
+	if v.landed.Len() > 0 && v.Rec.Transaction == nil {
+		return logrec.EncodeLanded(v.Rec, v.landed)
 	}
-	return declog.Encode(v.rec)
+	return logrec.Encode(v.Rec)
 }
 
 // kept returns what the window keeps of v's committed transaction (see
 // keepTxn): v.txn when it is v's own; when borrowed, v.txn and its
 // encoding in the record, or, if the record did not encode (its append
 // will say why), a copy of v.txn.
-func (v verdict) kept() (*lancepb.Transaction, []byte) {
+func (v Verdict) kept() (*lancepb.Transaction, []byte) {
 	switch {
 	case !v.borrowed:
-		return v.txn, nil
-	case v.rec.Transaction != nil:
-		return v.txn, v.rec.Transaction
+		return v.Txn, nil
+	case v.Rec.Transaction != nil:
+		return v.Txn, v.Rec.Transaction
 	}
-	return proto.CloneOf(v.txn), nil
+	return proto.CloneOf(v.Txn), nil
 }
 
 // asRejection turns an error from the rules into a rejection.
-func asRejection(err error) *rejection {
-	var r *rejection
+func asRejection(err error) *Rejection {
+	var r *Rejection
 	if errors.As(err, &r) {
 		return r
 	}
-	return &rejection{reason: errorReason(err), msg: err.Error()}
+	return &Rejection{reason: errorReason(err), msg: err.Error()}
 }
 
 // record applies a verdict to the provisional state. key is the
 // identity decide looked up, parsed; the record may name another
 // (checkStager's VERSION_MOVED names the attempt), and the record's is
 // the one decided.
-func (s *state) record(v verdict, key decidedID, txnSeq uint64) {
-	if key.id != v.rec.TxnUuid {
-		key = idOf(v.rec.TxnUuid)
+func (s *State) record(v Verdict, key decidedID, txnSeq uint64) {
+	if key.id != v.Rec.TxnUuid {
+		key = idOf(v.Rec.TxnUuid)
 	}
-	s.decided.addID(key)
-	s.journal = append(s.journal, v.rec.TxnUuid)
-	if txnSeq > s.lastTxnSeq {
-		s.lastTxnSeq = txnSeq
+	s.Decided.addID(key)
+	s.journal = append(s.journal, v.Rec.TxnUuid)
+	if txnSeq > s.LastTxnSeq {
+		s.LastTxnSeq = txnSeq
 	}
-	if v.next == nil {
+	if v.Next == nil {
 		return
 	}
-	if s.head == nil {
-		s.cfg = v.rec.GetDatasetConfig()
+	if s.Head == nil {
+		s.Config = v.Rec.GetDatasetConfig()
 	}
-	s.setHead(v.next, v.rec.TxnUuid, len(v.rec.Transaction))
+	s.setHead(v.Next, v.Rec.TxnUuid, len(v.Rec.Transaction))
 	txn, enc := v.kept()
-	s.keepTxn(v.next.Version(), txn, enc, len(v.rec.Transaction))
-	s.padVersions(v.next.Version())
-	s.versionSeq.push(0) // filled in by commit
+	s.keepTxn(v.Next.Version(), txn, enc, len(v.Rec.Transaction))
+	s.padVersions(v.Next.Version())
+	s.VersionSeq.Push(0) // filled in by commit
 }

@@ -4,8 +4,7 @@ package decide
 // published location and the readers it serves) changes in deciding.
 
 import (
-	"cellguard/internal/dataplane"
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -33,14 +32,14 @@ func servesLance8(cfg *cellguardpb.DatasetConfig) bool {
 //     index's fragment coverage when later operations rewrite the indexed
 //     values, so LanceDB could answer from an index over values that are
 //     gone. Only cellguard-only datasets (not published) may carry one.
-func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
+func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *Rejection {
 	switch {
 	case op == table.OpDataOverlay && servesLance8(cfg):
-		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
+		return Reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
 			"dataset is published for Lance 8 readers (readers=lance8), which cannot read data overlays; "+
 				"write the column with a DataReplacement or an Update (REWRITE_COLUMNS) instead")
 	case op == table.OpCreateIndex && cfg.GetLocation() != "":
-		return reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
+		return Reject(cellguardpb.Reason_UNSUPPORTED_BY_READERS,
 			"dataset is published to %s; cellguard does not keep index coverage consistent with later commits, "+
 				"so published datasets carry no indices", cfg.GetLocation())
 	}
@@ -53,10 +52,10 @@ func checkReaders(cfg *cellguardpb.DatasetConfig, op table.Op) *rejection {
 // lanceRoot is set, Lance 8 readers and storage version 2.1 for a
 // published dataset. A property that does not decode rejects the
 // creation.
-func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardpb.DatasetConfig, *rejection) {
-	cfg, err := declog.ConfigOf(txn)
+func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string, locate func(root, ds string) (string, error)) (*cellguardpb.DatasetConfig, *Rejection) {
+	cfg, err := logrec.ConfigOf(txn)
 	if err != nil {
-		return nil, reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
+		return nil, Reject(cellguardpb.Reason_INVALID_TRANSACTION, "%v", err)
 	}
 	if cfg == nil && lanceRoot == "" {
 		return nil, nil // not published: today's behaviour
@@ -65,8 +64,11 @@ func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardp
 		cfg = &cellguardpb.DatasetConfig{}
 	}
 	if cfg.Location == "" && lanceRoot != "" {
-		if cfg.Location, err = dataplane.DatasetLocation(lanceRoot, ds); err != nil {
-			return nil, reject(cellguardpb.Reason_INTERNAL, "%v", err)
+		if locate == nil {
+			return nil, Reject(cellguardpb.Reason_INTERNAL, "no way to join the lance root %q and dataset %q", lanceRoot, ds)
+		}
+		if cfg.Location, err = locate(lanceRoot, ds); err != nil {
+			return nil, Reject(cellguardpb.Reason_INTERNAL, "%v", err)
 		}
 	}
 	if cfg.Location != "" {
@@ -74,7 +76,7 @@ func creationConfig(txn *lancepb.Transaction, ds, lanceRoot string) (*cellguardp
 			cfg.Readers = cellguardpb.Readers_READERS_LANCE8
 		}
 		if cfg.StorageVersion == "" {
-			cfg.StorageVersion = dataplane.DefaultStorageVersion
+			cfg.StorageVersion = logrec.DefaultStorageVersion
 		}
 	}
 	return cfg, nil

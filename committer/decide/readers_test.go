@@ -1,11 +1,12 @@
 package decide
 
 import (
+	"path"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -53,15 +54,16 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-			st := newState("ds", limits{maxTxnBytes: 1 << 20, window: 8, maxLag: 100, lanceRoot: tc.lanceRoot}, h)
+			st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100, LanceRoot: tc.lanceRoot,
+				DatasetLocation: func(root, ds string) (string, error) { return path.Join(root, ds+".lance"), nil }}, h)
 			create := createTxn(newUUID())
 			if tc.cfg != nil {
-				if err := declog.SetConfig(create, tc.cfg); err != nil {
+				if err := logrec.SetConfig(create, tc.cfg); err != nil {
 					t.Fatal(err)
 				}
 			}
 			vs := decideAll(t, st, h, create, overlayTxn(t, newUUID(), 1), indexTxn(newUUID(), 1))
-			cfg := vs[0].rec.GetDatasetConfig()
+			cfg := vs[0].Rec.GetDatasetConfig()
 			switch {
 			case tc.lanceRoot != "" && cfg.GetLocation() != "/srv/lance/ds.lance":
 				t.Errorf("location %q, want /srv/lance/ds.lance", cfg.GetLocation())
@@ -69,7 +71,7 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 				t.Errorf("defaults not applied: %v", cfg)
 			}
 			for i, allowed := range []bool{tc.overlay, tc.index} {
-				rec := vs[i+1].rec
+				rec := vs[i+1].Rec
 				rejected := rec.GetOutcome() == cellguardpb.Outcome_OUTCOME_REJECTED && rec.GetReason() == cellguardpb.Reason_UNSUPPORTED_BY_READERS
 				if rejected == allowed {
 					t.Errorf("op %d: outcome %s %s (%s), allowed=%v", i, rec.GetOutcome(), rec.GetReason(), rec.GetMessage(), allowed)

@@ -39,32 +39,32 @@ var refusalReasons = map[string]cellguardpb.Reason{
 //     only ever recorded under the uuid, and a decided uuid is skipped.
 //   - subject.HdrRefusal: the transaction is rejected with the stager's
 //     reason and message (under its uuid: final, like any rejection).
-func (s *state) checkStager(in staged, rec *cellguardpb.Decision) *rejection {
-	if p := in.hdr.Get(subject.HdrProposedVersion); p != "" {
+func (s *State) checkStager(in Staged, rec *cellguardpb.Decision) *Rejection {
+	if p := headerValue(in.Header, subject.HdrProposedVersion); p != "" {
 		v, err := strconv.ParseUint(p, 10, 64)
 		if err != nil || v == 0 {
-			return reject(cellguardpb.Reason_INVALID_TRANSACTION, "header %s %.32q is not a version", subject.HdrProposedVersion, p)
+			return Reject(cellguardpb.Reason_INVALID_TRANSACTION, "header %s %.32q is not a version", subject.HdrProposedVersion, p)
 		}
-		if next := s.headVersion() + 1; v != next {
+		if next := s.HeadVersion() + 1; v != next {
 			txnID := rec.TxnUuid
 			rec.TxnUuid = fallbackID(in)
-			return reject(cellguardpb.Reason_VERSION_MOVED, "transaction %s was proposed as version %d, but the next version is %d: rebase and propose the next version",
+			return Reject(cellguardpb.Reason_VERSION_MOVED, "transaction %s was proposed as version %d, but the next version is %d: rebase and propose the next version",
 				txnID, v, next)
 		}
 	}
-	r := in.hdr.Get(subject.HdrRefusal)
+	r := headerValue(in.Header, subject.HdrRefusal)
 	if r == "" {
 		return nil
 	}
-	msg := strings.ToValidUTF8(in.hdr.Get(subject.HdrRefusalMessage), "?")
+	msg := strings.ToValidUTF8(headerValue(in.Header, subject.HdrRefusalMessage), "?")
 	if len(msg) > maxRefusalMessage {
 		msg = strings.ToValidUTF8(msg[:maxRefusalMessage], "") + "…"
 	}
 	reason, ok := refusalReasons[r]
 	if !ok {
-		return reject(cellguardpb.Reason_INVALID_TRANSACTION, "refused by its stager (%.32q): %s", r, msg)
+		return Reject(cellguardpb.Reason_INVALID_TRANSACTION, "refused by its stager (%.32q): %s", r, msg)
 	}
-	return reject(reason, "refused by its stager: %s", msg)
+	return Reject(reason, "refused by its stager: %s", msg)
 }
 
 // attemptDecided reports whether in is an attempt (a message with a
@@ -72,6 +72,15 @@ func (s *state) checkStager(in staged, rec *cellguardpb.Decision) *rejection {
 // rejected VERSION_MOVED, and staged again after the staging stream's
 // duplicate window. Deciding it again would append a second record under
 // the same identity; it is acked instead, like a decided uuid.
-func (s *state) attemptDecided(in staged) bool {
-	return in.hdr.Get(subject.HdrProposedVersion) != "" && s.decided.has(fallbackID(in))
+func (s *State) attemptDecided(in Staged) bool {
+	return headerValue(in.Header, subject.HdrProposedVersion) != "" && s.Decided.Has(fallbackID(in))
+}
+
+// headerValue is the first value of header key in h, "" if none: header
+// names are case-sensitive, as NATS sends them.
+func headerValue(h map[string][]string, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

@@ -22,7 +22,7 @@ type attempt struct {
 	refusal  string
 }
 
-func (a attempt) staged(t *testing.T, seq uint64) staged {
+func (a attempt) staged(t *testing.T, seq uint64) Staged {
 	hdr := nats.Header{}
 	if a.proposed > 0 {
 		hdr.Set("Cg-Proposed-Version", strconv.FormatUint(a.proposed, 10))
@@ -31,7 +31,7 @@ func (a attempt) staged(t *testing.T, seq uint64) staged {
 		hdr.Set("Cg-Refusal", a.refusal)
 		hdr.Set("Cg-Refusal-Message", "manifest for version 4 differs from the committed state in: fragments[id=1]")
 	}
-	return staged{seq: seq, data: mustMarshal(t, a.txn), msgID: a.msgID, hdr: hdr}
+	return Staged{Seq: seq, Data: mustMarshal(t, a.txn), MsgID: a.msgID, Header: hdr}
 }
 
 // TestProposedVersionAndRefusals decides, in one order, what the namespace
@@ -41,7 +41,7 @@ func (a attempt) staged(t *testing.T, seq uint64) staged {
 // later attempts propose; a refusal becomes a rejection with its reason.
 func TestProposedVersionAndRefusals(t *testing.T) {
 	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-	st := newState("ds", limits{maxTxnBytes: 1 << 20, window: 8, maxLag: 100}, h)
+	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}, h)
 	sdk, a, b, r := newUUID(), newUUID(), newUUID(), newUUID()
 	type want struct {
 		skip    bool
@@ -68,23 +68,23 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 	}
 	for i, s := range steps {
 		seq := uint64(i + 1)
-		m := st.mark()
+		m := st.Mark()
 		in := s.in.staged(t, seq)
-		v := st.decide(t.Context(), in)
-		if v.skip != s.want.skip {
-			t.Fatalf("%s: skip %v, want %v (%+v)", s.what, v.skip, s.want.skip, v.rec)
+		v := st.Decide(t.Context(), in)
+		if v.Skip != s.want.skip {
+			t.Fatalf("%s: skip %v, want %v (%+v)", s.what, v.Skip, s.want.skip, v.Rec)
 		}
-		if v.skip {
-			if err := st.checkDecided(in); err != nil {
+		if v.Skip {
+			if err := st.CheckDecided(in); err != nil {
 				t.Errorf("%s: skipped, but a redelivery would not be: %v", s.what, err)
 			}
 			continue
 		}
-		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
-		if v.next != nil {
-			h.ms[v.next.Version()], h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
+		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+		if v.Next != nil {
+			h.ms[v.Next.Version()], h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 		}
-		got := v.rec
+		got := v.Rec
 		id := s.want.id
 		if id == "" {
 			id = s.in.txn.GetUuid()
@@ -93,12 +93,12 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 			t.Errorf("%s: %q %v version %d (%s), want %q %v version %d", s.what, got.TxnUuid, got.Reason, got.Version, got.Message, id, s.want.reason, s.want.version)
 		}
 		// A redelivery of the decided message is recognised as decided.
-		if err := st.checkDecided(in); err != nil {
+		if err := st.CheckDecided(in); err != nil {
 			t.Errorf("%s: %v", s.what, err)
 		}
 	}
-	if st.headVersion() != 4 {
-		t.Errorf("head %d, want 4", st.headVersion())
+	if st.HeadVersion() != 4 {
+		t.Errorf("head %d, want 4", st.HeadVersion())
 	}
 }
 
@@ -106,15 +106,15 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 // positive number rejects the transaction as invalid (under its uuid).
 func TestProposedVersionHeaderMalformed(t *testing.T) {
 	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-	st := newState("ds", limits{maxTxnBytes: 1 << 20, window: 8, maxLag: 100}, h)
+	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}, h)
 	id := newUUID()
 	for _, p := range []string{"0", "two", "-1", strings.Repeat("9", 40)} {
-		in := staged{seq: 1, data: mustMarshal(t, createTxn(id)), hdr: nats.Header{"Cg-Proposed-Version": {p}}}
-		m := st.mark()
-		v := st.decide(t.Context(), in)
-		st.rollback(m)
-		if v.skip || v.rec.Reason != cellguardpb.Reason_INVALID_TRANSACTION || v.rec.TxnUuid != id {
-			t.Errorf("proposed %q: %+v, want INVALID_TRANSACTION of %s", p, v.rec, id)
+		in := Staged{Seq: 1, Data: mustMarshal(t, createTxn(id)), Header: nats.Header{"Cg-Proposed-Version": {p}}}
+		m := st.Mark()
+		v := st.Decide(t.Context(), in)
+		st.Rollback(m)
+		if v.Skip || v.Rec.Reason != cellguardpb.Reason_INVALID_TRANSACTION || v.Rec.TxnUuid != id {
+			t.Errorf("proposed %q: %+v, want INVALID_TRANSACTION of %s", p, v.Rec, id)
 		}
 	}
 }

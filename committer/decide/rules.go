@@ -19,7 +19,7 @@ import (
 // manifests (to pin a read version) and the transactions committed at each
 // version (to check conflicts). It reads from memory first, then from
 // checkpoints and the decision log.
-type history interface {
+type History interface {
 	table.Versions
 	// Committed returns the transaction committed at version.
 	Committed(ctx context.Context, version uint64) (*lancepb.Transaction, error)
@@ -29,10 +29,10 @@ type history interface {
 // malformed manifest of the pinned or head version). It is no fault of
 // the transaction being decided: the worker decides nothing, logs it as
 // an error and restarts from the log.
-var errBrokenState = errors.New("committer: committed state is unreadable")
+var ErrBrokenState = errors.New("committer: committed state is unreadable")
 
 // rejection is a typed reason to reject, produced by the rules.
-type rejection struct {
+type Rejection struct {
 	reason          cellguardpb.Reason
 	msg             string
 	violations      []*cellguardpb.Violation
@@ -40,22 +40,22 @@ type rejection struct {
 	conflictTxn     string
 }
 
-func (r *rejection) Error() string { return r.reason.String() + ": " + r.msg }
+func (r *Rejection) Error() string { return r.reason.String() + ": " + r.msg }
 
-func reject(reason cellguardpb.Reason, format string, args ...any) *rejection {
-	return &rejection{reason: reason, msg: fmt.Sprintf(format, args...)}
+func Reject(reason cellguardpb.Reason, format string, args ...any) *Rejection {
+	return &Rejection{reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
 // deletionWrite is a deletion file a rebase asks the committer to write
 // before the decision is appended.
-type deletionWrite = table.NewDeletionFile
+type DeletionWrite = table.NewDeletionFile
 
 // ruleOptions carries per-committer settings into the rules.
-type ruleOptions struct {
-	deletions table.DeletionVectors
-	policy    evaluator.DeletionPolicy
-	limits    evaluator.Limits
-	hist      history
+type RuleOptions struct {
+	Deletions table.DeletionVectors
+	Policy    evaluator.DeletionPolicy
+	Limits    evaluator.Limits
+	hist      History
 	// conflicts, when set, names the committed versions a transaction
 	// must be checked against; versions it does not cover are all read.
 	conflicts *table.ConflictIndex
@@ -68,30 +68,30 @@ type ruleOptions struct {
 // cells changed, not on how far rv is behind: no intermediate version is
 // rebuilt. Any failure is a *rejection; a violation names the version and
 // transaction that changed the cells, or says how far the search went.
-func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, pre []evaluator.Precondition, pin func() (*table.Manifest, error), opts ruleOptions) error {
+func checkPreconditions(ctx context.Context, ix *table.ChangeIndex, rv uint64, pre []evaluator.Precondition, pin func() (*table.Manifest, error), opts RuleOptions) error {
 	if len(pre) == 0 {
 		return nil
 	}
 	io := evaluator.IndexedOptions{
-		Options: evaluator.Options{Policy: opts.policy, Deletions: opts.deletions},
+		Options: evaluator.Options{Policy: opts.Policy, Deletions: opts.Deletions},
 		Pin:     pin,
 	}
 	v, err := evaluator.EvaluateIndexed(ctx, ix, rv, pre, io)
 	switch _, invalid := errors.AsType[*evaluator.InvalidError](err); {
 	case invalid:
-		return reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
+		return Reject(cellguardpb.Reason_INVALID_PRECONDITION, "%v", err)
 	case errors.Is(err, evaluator.ErrMalformedManifest):
 		// The committed manifests themselves do not read: the state is
 		// broken, not the transaction. Decide nothing.
-		return fmt.Errorf("%w: evaluate: %w", errBrokenState, err)
+		return fmt.Errorf("%w: evaluate: %w", ErrBrokenState, err)
 	case errors.Is(err, table.ErrVersionNotFound):
-		return reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
+		return Reject(cellguardpb.Reason_READ_VERSION_TOO_OLD, "read_version %d is no longer retained: %v", rv, err)
 	case err != nil:
-		return reject(cellguardpb.Reason_INTERNAL, "evaluate preconditions: %v", err)
+		return Reject(cellguardpb.Reason_INTERNAL, "evaluate preconditions: %v", err)
 	case v.Accepted():
 		return nil
 	}
-	r := reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), rv)
+	r := Reject(cellguardpb.Reason_PRECONDITION_FAILED, "%d protected cell group(s) changed since version %d", len(v.Violations), rv)
 	for i := range v.Violations {
 		x := &v.Violations[i]
 		if x.Version > 0 && x.TxnUUID == "" && opts.hist != nil {
@@ -139,7 +139,7 @@ type landing struct {
 	indexed  bool
 }
 
-func candidates(txn *lancepb.Transaction, head *table.Manifest, opts ruleOptions) landing {
+func candidates(txn *lancepb.Transaction, head *table.Manifest, opts RuleOptions) landing {
 	var c landing
 	rv := txn.GetReadVersion()
 	if opts.conflicts != nil {
@@ -160,8 +160,8 @@ func candidates(txn *lancepb.Transaction, head *table.Manifest, opts ruleOptions
 // *rejection values. txn is the caller's own: it is rebased in place. Of
 // the versions committed since txn's read version, only those c names
 // (candidates) are read.
-func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, c landing, opts ruleOptions) (*lancepb.Transaction, []deletionWrite, error) {
-	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.deletions, InPlace: true, Indexed: c.indexed}
+func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transaction, c landing, opts RuleOptions) (*lancepb.Transaction, []DeletionWrite, error) {
+	in := table.RebaseInput{Txn: txn, Read: pinned, Head: head, Deletions: opts.Deletions, InPlace: true, Indexed: c.indexed}
 	for _, v := range c.versions {
 		other, err := opts.hist.Committed(ctx, v)
 		if err != nil {
@@ -178,7 +178,7 @@ func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transa
 		if c.Resolution == table.Incompatible {
 			reason = cellguardpb.Reason_CONFLICT_INCOMPATIBLE
 		}
-		r := reject(reason, "%s conflicts with %s committed at version %d: %s", c.Ours, c.Theirs, c.TheirsVersion, c.Reason)
+		r := Reject(reason, "%s conflicts with %s committed at version %d: %s", c.Ours, c.Theirs, c.TheirsVersion, c.Reason)
 		r.conflictVersion, r.conflictTxn = c.TheirsVersion, c.TheirsUUID
 		return nil, nil, r
 	}
@@ -188,7 +188,7 @@ func land(ctx context.Context, pinned, head *table.Manifest, txn *lancepb.Transa
 // applyTxn applies a committed transaction to head (nil for creation) and
 // returns the next manifest. It is used both when deciding and when
 // replaying the log, so the two cannot diverge.
-func applyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
+func ApplyTxn(ctx context.Context, head *table.Manifest, txn *lancepb.Transaction, older table.Versions) (*table.Manifest, error) {
 	return table.Apply(ctx, head, txn, older)
 }
 

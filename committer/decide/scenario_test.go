@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"cellguard/evaluator"
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/internal/txnscript"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -19,12 +19,12 @@ import (
 )
 
 // TestDecideScenarios runs the decision core's scenario scripts,
-// testdata/decide/*.txt: one dataset's state driven by staged
+// testdata/*.txt: one dataset's state driven by staged
 // transactions, with every decision printed as a line a reader can check.
-// The commands are described in testdata/decide/README.txt. Run with
+// The commands are described in testdata/README.txt. Run with
 // -rewrite to regenerate the expected output after a deliberate change.
 func TestDecideScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/decide", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		if strings.HasSuffix(path, "README.txt") {
 			return
 		}
@@ -38,18 +38,18 @@ func TestDecideScenarios(t *testing.T) {
 // labels the script gives transactions in place of uuids.
 type scenario struct {
 	t    *testing.T
-	st   *state
-	lim  limits
+	st   *State
+	lim  Limits
 	hist *memHistory
 	recs []*cellguardpb.Decision
 	seq  uint64 // the last staged message's sequence
 	// batch is the open batch's mark and decisions (nil: none open).
-	batch     *mark
+	batch     *Mark
 	batchRecs []*cellguardpb.Decision
 	batchNext []*scenarioVersion
 	build     txnscript.Builder
 	labels    map[string]string  // uuid → label
-	cp        *declog.Checkpoint // the last checkpoint taken
+	cp        *logrec.Checkpoint // the last checkpoint taken
 }
 
 type scenarioVersion struct {
@@ -68,7 +68,7 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		if sc.batch != nil {
 			d.Fatalf(t, "a batch is open already")
 		}
-		m := sc.st.mark()
+		m := sc.st.Mark()
 		sc.batch = &m
 		return "ok"
 	case "commit":
@@ -90,32 +90,32 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 
 // dataset [window=N] [maxlag=N] [rebaselag=N] [retain=N] [policy=protected|strict|ignore]
 func (sc *scenario) dataset(d *datadriven.TestData) string {
-	sc.lim = limits{maxTxnBytes: 1 << 20, window: 8, maxLag: 1000}
+	sc.lim = Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000}
 	for _, a := range d.CmdArgs {
 		n := func() uint64 { return sc.uint(d, a.Key) }
 		switch a.Key {
 		case "window":
-			sc.lim.window = int(n())
+			sc.lim.Window = int(n())
 		case "maxlag":
-			sc.lim.maxLag = n()
+			sc.lim.MaxLag = n()
 		case "rebaselag":
-			sc.lim.maxRebaseLag = n()
+			sc.lim.MaxRebaseLag = n()
 		case "retain":
-			sc.lim.retain = n()
+			sc.lim.Retain = n()
 		case "maxtxn":
-			sc.lim.maxTxnBytes = int(n())
+			sc.lim.MaxTxnBytes = int(n())
 		case "policy":
 			p, ok := evaluator.ParseDeletionPolicy(a.Vals[0])
 			if !ok {
 				d.Fatalf(sc.t, "unknown deletion policy %q", a.Vals[0])
 			}
-			sc.lim.rules.policy = p
+			sc.lim.Rules.Policy = p
 		default:
 			d.Fatalf(sc.t, "dataset: unknown argument %q", a.Key)
 		}
 	}
 	sc.hist = &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-	sc.st = newState("scenario", sc.lim, sc.hist)
+	sc.st = NewState("scenario", sc.lim, sc.hist)
 	sc.labels = map[string]string{}
 	return "ok"
 }
@@ -152,29 +152,29 @@ func (sc *scenario) stage(d *datadriven.TestData) string {
 	sc.labels[uuid] = label
 	body := sc.body(d, uuid, rv)
 	sc.seq++
-	in := staged{seq: sc.seq, data: body, msgID: msgID}
+	in := Staged{Seq: sc.seq, Data: body, MsgID: msgID}
 	own := sc.batch == nil
 	if own {
-		m := sc.st.mark()
+		m := sc.st.Mark()
 		sc.batch = &m
 	}
-	v := sc.st.decide(context.Background(), in)
+	v := sc.st.Decide(context.Background(), in)
 	out := sc.describe(label, v)
-	if v.skip || v.broken != nil {
+	if v.Skip || v.Broken != nil {
 		if own {
-			sc.st.rollback(*sc.batch)
+			sc.st.Rollback(*sc.batch)
 			sc.batch = nil
 		}
 		return out
 	}
-	sc.batchRecs = append(sc.batchRecs, v.rec)
+	sc.batchRecs = append(sc.batchRecs, v.Rec)
 	var next *scenarioVersion
-	if v.next != nil {
-		txn, err := v.committedTxn()
+	if v.Next != nil {
+		txn, err := v.CommittedTxn()
 		if err != nil {
 			d.Fatalf(sc.t, "the committed transaction does not decode: %v", err)
 		}
-		next = &scenarioVersion{m: v.next, txn: txn}
+		next = &scenarioVersion{m: v.Next, txn: txn}
 	}
 	sc.batchNext = append(sc.batchNext, next)
 	if own {
@@ -191,7 +191,7 @@ func (sc *scenario) endBatch(d *datadriven.TestData, keep bool) string {
 	}
 	n := len(sc.batchRecs)
 	if !keep {
-		sc.st.rollback(*sc.batch)
+		sc.st.Rollback(*sc.batch)
 	} else {
 		seqs := make([]uint64, n)
 		for i, r := range sc.batchRecs {
@@ -201,23 +201,23 @@ func (sc *scenario) endBatch(d *datadriven.TestData, keep bool) string {
 				sc.hist.ms[nv.m.Version()], sc.hist.txns[nv.m.Version()] = nv.m, nv.txn
 			}
 		}
-		sc.st.commit(*sc.batch, sc.batchRecs, seqs)
+		sc.st.Commit(*sc.batch, sc.batchRecs, seqs)
 	}
 	sc.batch, sc.batchRecs, sc.batchNext = nil, nil, nil
 	if keep {
-		return fmt.Sprintf("committed %d decisions; head v%d", n, sc.st.headVersion())
+		return fmt.Sprintf("committed %d decisions; head v%d", n, sc.st.HeadVersion())
 	}
-	return fmt.Sprintf("rolled back %d decisions; head v%d", n, sc.st.headVersion())
+	return fmt.Sprintf("rolled back %d decisions; head v%d", n, sc.st.HeadVersion())
 }
 
 // checkpoint takes a checkpoint at the head, as the committer writes one
 // between batches: the manifest and what the state knows of the log.
 func (sc *scenario) checkpoint(d *datadriven.TestData) string {
-	if sc.batch != nil || sc.st.head == nil {
+	if sc.batch != nil || sc.st.Head == nil {
 		d.Fatalf(sc.t, "checkpoint needs a dataset and no open batch")
 	}
-	sc.cp = &declog.Checkpoint{Dataset: "scenario", Version: sc.st.headVersion(), DecSeq: uint64(len(sc.recs)),
-		TxnSeq: sc.st.lastTxnSeq, Manifest: sc.st.head, Log: sc.st.logState()}
+	sc.cp = &logrec.Checkpoint{Dataset: "scenario", Version: sc.st.HeadVersion(), DecSeq: uint64(len(sc.recs)),
+		TxnSeq: sc.st.LastTxnSeq, Manifest: sc.st.Head, Log: sc.st.LogState()}
 	return fmt.Sprintf("checkpoint at v%d after %d records", sc.cp.Version, sc.cp.DecSeq)
 }
 
@@ -228,25 +228,25 @@ func (sc *scenario) reload(d *datadriven.TestData) string {
 	if sc.batch != nil {
 		d.Fatalf(sc.t, "reload with a batch open")
 	}
-	st := newState("scenario", sc.lim, sc.hist)
+	st := NewState("scenario", sc.lim, sc.hist)
 	var after uint64
 	if cp := sc.cp; cp != nil && !d.HasArg("whole") {
-		st.setBase(cp.Manifest)
-		st.setLogState(*cp)
+		st.SetBase(cp.Manifest)
+		st.SetLogState(*cp)
 		after = cp.DecSeq
 	}
 	replayed := 0
 	for i, r := range sc.recs[after:] {
 		seq := after + uint64(i) + 1
-		rec := declog.Record{Seq: seq, Dataset: "scenario", Outcome: r.GetOutcome(), TxnID: r.GetTxnUuid(),
+		rec := logrec.Record{Seq: seq, Dataset: "scenario", Outcome: r.GetOutcome(), TxnID: r.GetTxnUuid(),
 			TxnSeq: r.GetTxnSeq(), Version: r.GetVersion(), Decision: r}
-		if err := st.replay(context.Background(), rec); err != nil {
+		if err := st.Replay(context.Background(), rec); err != nil {
 			return fmt.Sprintf("replay of record %d: %v", seq, sc.relabel(err.Error()))
 		}
 		replayed++
 	}
 	sc.st = st
-	return fmt.Sprintf("replayed %d records; head v%d", replayed, st.headVersion())
+	return fmt.Sprintf("replayed %d records; head v%d", replayed, st.HeadVersion())
 }
 
 // tombstone appends the dataset's tombstone to the log, as `cellguard
@@ -256,10 +256,10 @@ func (sc *scenario) tombstone(d *datadriven.TestData) string {
 	if sc.batch != nil {
 		d.Fatalf(sc.t, "tombstone with a batch open")
 	}
-	r := &cellguardpb.Decision{Dataset: "scenario", TxnUuid: "tombstone", Outcome: cellguardpb.Outcome_OUTCOME_DELETED, HeadVersion: sc.st.headVersion()}
+	r := &cellguardpb.Decision{Dataset: "scenario", TxnUuid: "tombstone", Outcome: cellguardpb.Outcome_OUTCOME_DELETED, HeadVersion: sc.st.HeadVersion()}
 	sc.recs = append(sc.recs, r)
 	seq := uint64(len(sc.recs))
-	if err := sc.st.replay(context.Background(), declog.Record{Seq: seq, Dataset: "scenario", Outcome: r.Outcome, TxnID: r.TxnUuid, Decision: r}); err != nil {
+	if err := sc.st.Replay(context.Background(), logrec.Record{Seq: seq, Dataset: "scenario", Outcome: r.Outcome, TxnID: r.TxnUuid, Decision: r}); err != nil {
 		return fmt.Sprintf("replay of the tombstone: %v", err)
 	}
 	return fmt.Sprintf("tombstone at record %d", seq)
@@ -268,7 +268,7 @@ func (sc *scenario) tombstone(d *datadriven.TestData) string {
 // show prints the head: its fragments, each with its rows, files (by the
 // fields they hold), deletion state and overlays, and its indices.
 func (sc *scenario) show() string {
-	h := sc.st.head
+	h := sc.st.Head
 	if h == nil {
 		return "no dataset"
 	}
@@ -309,14 +309,14 @@ func (sc *scenario) body(d *datadriven.TestData, uuid string, rv uint64) []byte 
 }
 
 // describe prints a verdict as the script expects it.
-func (sc *scenario) describe(label string, v verdict) string {
+func (sc *scenario) describe(label string, v Verdict) string {
 	switch {
-	case v.broken != nil:
-		return fmt.Sprintf("%s: broken state: %s", label, sc.relabel(v.broken.Error()))
-	case v.skip:
+	case v.Broken != nil:
+		return fmt.Sprintf("%s: broken state: %s", label, sc.relabel(v.Broken.Error()))
+	case v.Skip:
 		return fmt.Sprintf("%s: skipped (decided before)", label)
 	}
-	r := v.rec
+	r := v.Rec
 	var b strings.Builder
 	switch r.GetOutcome() {
 	case cellguardpb.Outcome_OUTCOME_COMMITTED:
@@ -324,8 +324,8 @@ func (sc *scenario) describe(label string, v verdict) string {
 		if rv := r.GetReadVersion(); rv > 0 && rv < r.GetVersion()-1 {
 			fmt.Fprintf(&b, " (read v%d, landed on v%d)", rv, r.GetVersion()-1)
 		}
-		if len(v.deletions) > 0 {
-			fmt.Fprintf(&b, "\n  writes %d merged deletion files", len(v.deletions))
+		if len(v.Deletions) > 0 {
+			fmt.Fprintf(&b, "\n  writes %d merged deletion files", len(v.Deletions))
 		}
 	case cellguardpb.Outcome_OUTCOME_REJECTED:
 		fmt.Fprintf(&b, "%s: rejected %s", label, strings.TrimPrefix(r.GetReason().String(), "REASON_"))

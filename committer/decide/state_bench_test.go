@@ -18,24 +18,24 @@ func BenchmarkDecide(b *testing.B) {
 	for _, c := range []struct{ lag, pre int }{{0, 0}, {10, 0}, {100, 0}, {100, 1}, {100, 16}} {
 		lag, pre := c.lag, c.pre
 		b.Run(fmt.Sprintf("lag=%d/pre=%d", lag, pre), func(b *testing.B) {
-			st := newState("bench", limits{maxTxnBytes: 1 << 20, window: 256, maxLag: 100000}, nil)
+			st := NewState("bench", Limits{MaxTxnBytes: 1 << 20, Window: 256, MaxLag: 100000}, nil)
 			seq := uint64(0)
-			decide := func(body []byte) verdict {
+			decide := func(body []byte) Verdict {
 				seq++
-				m := st.mark()
-				v := st.decide(b.Context(), staged{seq: seq, data: body})
-				st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+				m := st.Mark()
+				v := st.Decide(b.Context(), Staged{Seq: seq, Data: body})
+				st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 				return v
 			}
-			if v := decide(mustMarshal(b, createTxn(newUUID()))); v.next == nil {
-				b.Fatal(v.rec)
+			if v := decide(mustMarshal(b, createTxn(newUUID()))); v.Next == nil {
+				b.Fatal(v.Rec)
 			}
 			for range 300 {
-				decide(mustMarshal(b, appendTxn(newUUID(), st.headVersion())))
+				decide(mustMarshal(b, appendTxn(newUUID(), st.HeadVersion())))
 			}
 			bodies := make([][]byte, b.N)
 			for i := range bodies {
-				txn := appendTxn(newUUID(), st.headVersion()+uint64(i)-uint64(lag))
+				txn := appendTxn(newUUID(), st.HeadVersion()+uint64(i)-uint64(lag))
 				if pre > 0 { // fragments 0..pre-1 exist: the first appends made them
 					var rows []*lancepb.FragmentRows
 					for f := 0; f < pre; f++ {
@@ -49,8 +49,8 @@ func BenchmarkDecide(b *testing.B) {
 			cpu0 := processCPU(b)
 			for i := 0; i < b.N; i++ {
 				v := decide(bodies[i])
-				if v.next == nil {
-					b.Fatal(v.rec)
+				if v.Next == nil {
+					b.Fatal(v.Rec)
 				}
 				if _, err := encodeRecord(v); err != nil {
 					b.Fatal(err)
@@ -69,22 +69,22 @@ func BenchmarkStalePreconditionFailed(b *testing.B) {
 	for _, lag := range []int{100, 10000, 100000} {
 		b.Run(fmt.Sprintf("lag=%d", lag), func(b *testing.B) {
 			lim := staleLimits()
-			lim.indexBytes = 64 << 20
-			st := newState("bench", lim, nil)
+			lim.IndexBytes = 64 << 20
+			st := NewState("bench", lim, nil)
 			seq := uint64(0)
-			decide := func(txn *lancepb.Transaction) verdict {
+			decide := func(txn *lancepb.Transaction) Verdict {
 				seq++
-				m := st.mark()
-				v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
-				st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+				m := st.Mark()
+				v := st.Decide(b.Context(), Staged{Seq: seq, Data: mustMarshal(b, txn)})
+				st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 				return v
 			}
 			decide(createTxn(newUUID()))
 			decide(appendTxn(newUUID(), 1))
 			decide(deleteFragmentTxn(newUUID(), 2, 1))
 			for range lag - 1 { // head - read version 2 = lag
-				if v := decide(appendTxn(newUUID(), st.headVersion())); v.next == nil {
-					b.Fatal(v.rec)
+				if v := decide(appendTxn(newUUID(), st.HeadVersion())); v.Next == nil {
+					b.Fatal(v.Rec)
 				}
 			}
 			bodies := make([][]byte, b.N)
@@ -94,9 +94,9 @@ func BenchmarkStalePreconditionFailed(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				seq++
-				v := st.decide(b.Context(), staged{seq: seq, data: bodies[i]})
-				if v.rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED || v.rec.Violations[0].CulpritVersion != 3 {
-					b.Fatal(v.rec)
+				v := st.Decide(b.Context(), Staged{Seq: seq, Data: bodies[i]})
+				if v.Rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED || v.Rec.Violations[0].CulpritVersion != 3 {
+					b.Fatal(v.Rec)
 				}
 			}
 		})
@@ -105,9 +105,9 @@ func BenchmarkStalePreconditionFailed(b *testing.B) {
 
 // encodeRecord returns the bytes the log append sends for v's record:
 // those decide encoded (see declog.Log.AppendEncoded).
-func encodeRecord(v verdict) ([]byte, error) {
+func encodeRecord(v Verdict) ([]byte, error) {
 	if v.body == nil {
-		return nil, fmt.Errorf("record of %s was not encoded", v.rec.GetTxnUuid())
+		return nil, fmt.Errorf("record of %s was not encoded", v.Rec.GetTxnUuid())
 	}
 	return v.body, nil
 }

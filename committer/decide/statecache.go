@@ -12,15 +12,15 @@ import (
 
 // evict drops manifests and transactions that fell out of the window.
 // The window slides forward only, so each version is dropped once.
-func (s *state) evict() { s.evictUpTo(s.headVersion()) }
+func (s *State) evict() { s.evictUpTo(s.HeadVersion()) }
 
 // evictUpTo is evict with head h: the window below h slides, nothing
 // above h is touched.
-func (s *state) evictUpTo(h uint64) {
-	if h <= uint64(s.lim.window) {
+func (s *State) evictUpTo(h uint64) {
+	if h <= uint64(s.Limits.Window) {
 		return
 	}
-	floor := h - uint64(s.lim.window)
+	floor := h - uint64(s.Limits.Window)
 	for v := s.evicted + 1; v <= floor; v++ {
 		s.dropManifest(v)
 		s.dropTxn(v)
@@ -35,18 +35,18 @@ func (s *state) evictUpTo(h uint64) {
 // keep alive fits windowBytes. Their transactions stay (they are small and
 // landing reads them); a read version whose manifest is gone is pinned
 // from older history when needed.
-func (s *state) evictByCost() { s.evictByCostUpTo(s.headVersion()) }
+func (s *State) evictByCost() { s.evictByCostUpTo(s.HeadVersion()) }
 
 // evictByCostUpTo is evictByCost with head h: only versions below h go.
-func (s *state) evictByCostUpTo(h uint64) {
-	if s.lim.windowBytes <= 0 {
+func (s *State) evictByCostUpTo(h uint64) {
+	if s.Limits.WindowBytes <= 0 {
 		return
 	}
-	for v := s.mevicted + 1; s.rbytes > s.lim.windowBytes && v < h; v++ {
+	for v := s.mevicted + 1; s.rbytes > s.Limits.WindowBytes && v < h; v++ {
 		s.dropManifest(v)
 		s.mevicted = v
 	}
-	for v := s.tevicted + 1; s.tbytes > s.lim.windowBytes && v < h; v++ {
+	for v := s.tevicted + 1; s.tbytes > s.Limits.WindowBytes && v < h; v++ {
 		s.dropTxn(v)
 		s.tevicted = v
 	}
@@ -56,7 +56,7 @@ func (s *state) evictByCostUpTo(h uint64) {
 // window and to the conflict index. With enc set, txn is borrowed
 // (verdict.borrowed) and enc is its encoding: the window keeps enc, and
 // decodes it again only if a later decision asks (windowed).
-func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, enc []byte, n int) {
+func (s *State) keepTxn(v uint64, txn *lancepb.Transaction, enc []byte, n int) {
 	s.dropTxn(v)
 	s.forgetConflicts(v)
 	s.cxc.add(v, s.cx.Add(v, txn))
@@ -65,7 +65,7 @@ func (s *state) keepTxn(v uint64, txn *lancepb.Transaction, enc []byte, n int) {
 		w = windowTxn{enc: enc}
 	}
 	c := costed[windowTxn]{w, txnCost(n)}
-	s.txns.set(v, c)
+	s.Txns.set(v, c)
 	s.tbytes += c.cost
 }
 
@@ -79,20 +79,20 @@ type windowTxn struct {
 // windowed returns the transaction w holds for version v, decoding it
 // (once) if w holds its encoding. Its cost in the window was counted as
 // decoded from the start.
-func (s *state) windowed(v uint64, w windowTxn) (*lancepb.Transaction, error) {
+func (s *State) windowed(v uint64, w windowTxn) (*lancepb.Transaction, error) {
 	if w.txn != nil {
 		return w.txn, nil
 	}
 	txn, _, err := table.DecodeTransaction(w.enc)
 	if err != nil {
-		return nil, fmt.Errorf("transaction %s@%d, as recorded: %w", s.ds, v, err)
+		return nil, fmt.Errorf("transaction %s@%d, as recorded: %w", s.Dataset, v, err)
 	}
-	s.txns.slot(v).v.v = windowTxn{txn: txn}
+	s.Txns.slot(v).v.v = windowTxn{txn: txn}
 	return txn, nil
 }
 
-func (s *state) dropTxn(v uint64) {
-	c, ok := s.txns.remove(v)
+func (s *State) dropTxn(v uint64) {
+	c, ok := s.Txns.remove(v)
 	if !ok {
 		return
 	}
@@ -116,12 +116,12 @@ func (s *state) dropTxn(v uint64) {
 // when a batch is rolled back.
 
 // conflictSpan is how many versions below head the conflict index keeps.
-func (s *state) conflictSpan() uint64 {
-	return max(s.lim.maxRebaseLag, uint64(s.lim.window))
+func (s *State) conflictSpan() uint64 {
+	return max(s.Limits.MaxRebaseLag, uint64(s.Limits.Window))
 }
 
 // trimConflicts drops the conflict index's versions up to floor.
-func (s *state) trimConflicts(floor uint64) {
+func (s *State) trimConflicts(floor uint64) {
 	for s.cxc.len() > 0 && s.cxc.first <= floor {
 		s.cx.Forget(s.cxc.first)
 		s.cxc.dropOldest()
@@ -130,7 +130,7 @@ func (s *state) trimConflicts(floor uint64) {
 
 // forgetConflicts drops the conflict index's versions from v on (a
 // rolled-back batch, or a version decided again).
-func (s *state) forgetConflicts(v uint64) {
+func (s *State) forgetConflicts(v uint64) {
 	if s.cxc.len() == 0 || v > s.cxc.last() {
 		return
 	}
@@ -189,7 +189,7 @@ func (c *conflictCosts) dropFrom(v uint64) {
 // (measured: 5.4 times for appends of 16 and 256 one-file fragments).
 func txnCost(n int) int { return 256 + 6*n }
 
-func (s *state) dropManifest(v uint64) {
+func (s *State) dropManifest(v uint64) {
 	c, ok := s.recent.remove(v)
 	if !ok {
 		return
@@ -212,4 +212,4 @@ type costed[T any] struct {
 // The constants were measured with BenchmarkResidentDatasets when trie
 // nodes were full 32-slot arrays (about 7 KiB for a one-fragment append);
 // with compressed nodes they overestimate, which errs on the safe side.
-func manifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }
+func ManifestCost(txnBytes int) int { return 6<<10 + 8*txnBytes }

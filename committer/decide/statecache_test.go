@@ -15,22 +15,22 @@ import (
 // reading no manifest and no transaction from older history (the log).
 func TestAppendBeyondWindowReadsNoHistory(t *testing.T) {
 	h := newCountingHistory()
-	lim := limits{maxTxnBytes: 1 << 20, window: 8, windowBytes: 1, maxLag: 1000, maxRebaseLag: 400}
-	st := newState("beyond", lim, h)
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, WindowBytes: 1, MaxLag: 1000, MaxRebaseLag: 400}
+	st := NewState("beyond", lim, h)
 	txns := []*lancepb.Transaction{createTxn(newUUID())}
 	for range 300 {
 		txns = append(txns, appendTxn(newUUID(), uint64(len(txns))))
 	}
 	decideAll(t, st, &h.memHistory, txns...)
-	head := st.headVersion()
-	if st.txns.len() > lim.window {
-		t.Fatalf("the window keeps %d transactions, more than %d", st.txns.len(), lim.window)
+	head := st.HeadVersion()
+	if st.Txns.len() > lim.Window {
+		t.Fatalf("the window keeps %d transactions, more than %d", st.Txns.len(), lim.Window)
 	}
 	h.reset()
 	for _, lag := range []uint64{9, 100, 250, 299} {
-		v := decideAll(t, st, &h.memHistory, appendTxn(newUUID(), st.headVersion()-lag))[0]
-		if v.rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
-			t.Fatalf("append at lag %d: %v", lag, v.rec)
+		v := decideAll(t, st, &h.memHistory, appendTxn(newUUID(), st.HeadVersion()-lag))[0]
+		if v.Rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Fatalf("append at lag %d: %v", lag, v.Rec)
 		}
 	}
 	if h.manifests != 0 || h.committed != 0 {
@@ -44,25 +44,25 @@ func TestAppendBeyondWindowReadsNoHistory(t *testing.T) {
 // dropped entirely when the budget asks for everything.
 func TestConflictIndexSpan(t *testing.T) {
 	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-	lim := limits{maxTxnBytes: 1 << 20, window: 4, maxLag: 1000, maxRebaseLag: 50}
-	st := newState("span", lim, h)
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 4, MaxLag: 1000, MaxRebaseLag: 50}
+	st := NewState("span", lim, h)
 	txns := []*lancepb.Transaction{createTxn(newUUID())}
 	for range 120 {
 		txns = append(txns, appendTxn(newUUID(), uint64(len(txns))))
 	}
 	decideAll(t, st, h, txns...)
-	head := st.headVersion()
+	head := st.HeadVersion()
 	checkConflictMirror(t, st)
-	if got := uint64(st.cx.Len()); got != lim.maxRebaseLag {
-		t.Errorf("the conflict index covers %d versions, want %d", got, lim.maxRebaseLag)
+	if got := uint64(st.cx.Len()); got != lim.MaxRebaseLag {
+		t.Errorf("the conflict index covers %d versions, want %d", got, lim.MaxRebaseLag)
 	}
-	if !st.cx.Covers(head-lim.maxRebaseLag, head) {
-		t.Errorf("the conflict index does not cover the %d versions below head %d", lim.maxRebaseLag, head)
+	if !st.cx.Covers(head-lim.MaxRebaseLag, head) {
+		t.Errorf("the conflict index does not cover the %d versions below head %d", lim.MaxRebaseLag, head)
 	}
-	if st.cacheCost() < st.cxc.bytes || st.cxc.bytes == 0 {
-		t.Errorf("cache cost %d does not count the conflict index's %d bytes", st.cacheCost(), st.cxc.bytes)
+	if st.CacheCost() < st.cxc.bytes || st.cxc.bytes == 0 {
+		t.Errorf("cache cost %d does not count the conflict index's %d bytes", st.CacheCost(), st.cxc.bytes)
 	}
-	st.shrinkCaches(0)
+	st.ShrinkCaches(0)
 	if st.cx.Len() != 0 || st.cxc.len() != 0 || st.cxc.bytes != 0 {
 		t.Errorf("after dropping the caches the conflict index keeps %d versions (%d mirrored, %d bytes)", st.cx.Len(), st.cxc.len(), st.cxc.bytes)
 	}
@@ -77,14 +77,14 @@ func TestConflictIndexSpan(t *testing.T) {
 // costs exactly throughout.
 func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	lim := limits{maxTxnBytes: 1 << 20, window: 4, windowBytes: 4 << 10, maxLag: 1000, maxRebaseLag: 40}
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 4, WindowBytes: 4 << 10, MaxLag: 1000, MaxRebaseLag: 40}
 	type side struct {
-		st *state
+		st *State
 		h  *memHistory
 	}
 	newSide := func() side {
 		h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-		return side{newState("span", lim, h), h}
+		return side{NewState("span", lim, h), h}
 	}
 	indexed, walked := newSide(), newSide()
 	seq := uint64(0)
@@ -92,27 +92,27 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 		t.Helper()
 		var got [2][]*cellguardpb.Decision
 		for i, s := range []side{indexed, walked} {
-			m := s.st.mark()
+			m := s.st.Mark()
 			var recs []*cellguardpb.Decision
 			var seqs []uint64
 			for j, txn := range txns {
 				if s.st == walked.st {
 					s.st.forgetConflicts(0)
 				}
-				v := s.st.decide(t.Context(), staged{seq: seq + uint64(j) + 1, data: mustMarshal(t, txn)})
-				if v.skip || v.broken != nil {
-					t.Fatalf("decide %d: skip=%v broken=%v", seq+uint64(j)+1, v.skip, v.broken)
+				v := s.st.Decide(t.Context(), Staged{Seq: seq + uint64(j) + 1, Data: mustMarshal(t, txn)})
+				if v.Skip || v.Broken != nil {
+					t.Fatalf("decide %d: skip=%v broken=%v", seq+uint64(j)+1, v.Skip, v.Broken)
 				}
-				recs, seqs = append(recs, v.rec), append(seqs, seq+uint64(j)+1)
-				if keep && v.next != nil {
-					s.h.ms[v.next.Version()], s.h.txns[v.next.Version()] = v.next, mustCommitted(t, v)
+				recs, seqs = append(recs, v.Rec), append(seqs, seq+uint64(j)+1)
+				if keep && v.Next != nil {
+					s.h.ms[v.Next.Version()], s.h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 				}
 			}
 			got[i] = recs
 			if keep {
-				s.st.commit(m, recs, seqs)
+				s.st.Commit(m, recs, seqs)
 			} else {
-				s.st.rollback(m)
+				s.st.Rollback(m)
 			}
 			checkConflictMirror(t, s.st)
 		}
@@ -131,7 +131,7 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 	for range 300 {
 		var txns []*lancepb.Transaction
 		for range 1 + rng.IntN(4) {
-			head := indexed.st.headVersion()
+			head := indexed.st.HeadVersion()
 			rv := head - uint64(rng.IntN(int(min(head, 30))))
 			if rng.IntN(4) == 0 {
 				txns = append(txns, deleteFragmentTxn(newUUID(), rv, uint64(rng.IntN(int(head)+1))))
@@ -141,14 +141,14 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 		}
 		batch(txns, rng.IntN(6) != 0)
 	}
-	if h := indexed.st.headVersion(); h < 300 || !indexed.st.cx.Covers(h-lim.maxRebaseLag, h) {
-		t.Errorf("head %d; the conflict index covers %d versions, want the %d below head", h, indexed.st.cx.Len(), lim.maxRebaseLag)
+	if h := indexed.st.HeadVersion(); h < 300 || !indexed.st.cx.Covers(h-lim.MaxRebaseLag, h) {
+		t.Errorf("head %d; the conflict index covers %d versions, want the %d below head", h, indexed.st.cx.Len(), lim.MaxRebaseLag)
 	}
 }
 
 // checkConflictMirror checks that the state's record of the conflict
 // index's costs covers the same versions as the index.
-func checkConflictMirror(t *testing.T, st *state) {
+func checkConflictMirror(t *testing.T, st *State) {
 	t.Helper()
 	if st.cx.Len() != st.cxc.len() {
 		t.Fatalf("the conflict index covers %d versions, its costs %d", st.cx.Len(), st.cxc.len())
@@ -171,54 +171,54 @@ func checkConflictMirror(t *testing.T, st *state) {
 // ids and log position kept, the second's gone.
 func TestCommitUnderThenRollback(t *testing.T) {
 	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-	st := newState("under", limits{maxTxnBytes: 1 << 20, window: 2, maxLag: 1000, maxRebaseLag: 100}, h)
+	st := NewState("under", Limits{MaxTxnBytes: 1 << 20, Window: 2, MaxLag: 1000, MaxRebaseLag: 100}, h)
 	decideAll(t, st, h, createTxn(newUUID()))
-	seq := st.lastTxnSeq
-	decideN := func(n int) (mark, []*cellguardpb.Decision, []string) {
-		m := st.mark()
+	seq := st.LastTxnSeq
+	decideN := func(n int) (Mark, []*cellguardpb.Decision, []string) {
+		m := st.Mark()
 		var recs []*cellguardpb.Decision
 		var ids []string
 		for range n {
 			id := newUUID()
 			seq++
-			v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, appendTxn(id, st.headVersion()))})
-			if v.rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
-				t.Fatalf("decide %s: %v", id, v.rec)
+			v := st.Decide(t.Context(), Staged{Seq: seq, Data: mustMarshal(t, appendTxn(id, st.HeadVersion()))})
+			if v.Rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
+				t.Fatalf("decide %s: %v", id, v.Rec)
 			}
-			recs, ids = append(recs, v.rec), append(ids, id)
+			recs, ids = append(recs, v.Rec), append(ids, id)
 		}
 		return m, recs, ids
 	}
 	ma, recsA, idsA := decideN(3)
 	mb, _, idsB := decideN(4)
 	seqsA := []uint64{101, 102, 103}
-	st.commitUnder(ma, recsA, seqsA, &mb)
-	if mb.lastDecSeq != 103 || mb.journal != 0 {
-		t.Fatalf("next mark after commitUnder: lastDecSeq %d journal %d, want 103 and 0", mb.lastDecSeq, mb.journal)
+	st.CommitUnder(ma, recsA, seqsA, &mb)
+	if mb.LastDecSeq != 103 || mb.journal != 0 {
+		t.Fatalf("next mark after commitUnder: lastDecSeq %d journal %d, want 103 and 0", mb.LastDecSeq, mb.journal)
 	}
-	if st.headVersion() != 8 {
-		t.Fatalf("provisional head %d, want 8", st.headVersion())
+	if st.HeadVersion() != 8 {
+		t.Fatalf("provisional head %d, want 8", st.HeadVersion())
 	}
-	st.rollback(mb)
-	if st.headVersion() != 4 || st.lastDecSeq != 103 || st.lastTxnSeq != seq-4 {
-		t.Errorf("after rollback: head %d lastDecSeq %d lastTxnSeq %d, want 4, 103, %d", st.headVersion(), st.lastDecSeq, st.lastTxnSeq, seq-4)
+	st.Rollback(mb)
+	if st.HeadVersion() != 4 || st.LastDecSeq != 103 || st.LastTxnSeq != seq-4 {
+		t.Errorf("after rollback: head %d lastDecSeq %d lastTxnSeq %d, want 4, 103, %d", st.HeadVersion(), st.LastDecSeq, st.LastTxnSeq, seq-4)
 	}
 	for _, id := range idsA {
-		if !st.decided.has(id) {
+		if !st.Decided.Has(id) {
 			t.Errorf("committed id %s forgotten by the rollback", id)
 		}
 	}
 	for _, id := range idsB {
-		if st.decided.has(id) {
+		if st.Decided.Has(id) {
 			t.Errorf("rolled-back id %s still decided", id)
 		}
 	}
 	for v, want := range map[uint64]uint64{2: 101, 3: 102, 4: 103} {
-		if got, ok := st.versionSeq.at(v); !ok || got != want {
+		if got, ok := st.VersionSeq.At(v); !ok || got != want {
 			t.Errorf("version %d at log sequence %d (%v), want %d", v, got, ok, want)
 		}
 	}
-	if top := st.versionSeq.top(); top != 4 {
+	if top := st.VersionSeq.Top(); top != 4 {
 		t.Errorf("version index tops at %d, want 4", top)
 	}
 	checkConflictMirror(t, st)

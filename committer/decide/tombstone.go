@@ -14,7 +14,7 @@ package decide
 // committer reloads the state from the log and finds the tombstone again.
 
 import (
-	"cellguard/internal/declog"
+	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 )
 
@@ -25,18 +25,18 @@ type tombstone struct {
 
 // noteTombstone records r when it is the dataset's tombstone. A log has
 // at most one (its Nats-Msg-Id is fixed per dataset); the first is kept.
-func (s *state) noteTombstone(r declog.Record) {
-	if r.Deleted() && s.deleted == nil {
-		s.deleted = &tombstone{seq: r.Seq}
+func (s *State) noteTombstone(r logrec.Record) {
+	if r.Deleted() && s.Deleted == nil {
+		s.Deleted = &tombstone{seq: r.Seq}
 	}
 }
 
 // deletedRejection is the rejection of every transaction of a deleted
 // dataset, or nil while the dataset lives.
-func (s *state) deletedRejection() *rejection {
-	if s.deleted == nil {
+func (s *State) deletedRejection() *Rejection {
+	if s.Deleted == nil {
 		return nil
 	}
-	return reject(cellguardpb.Reason_DATASET_DELETED,
-		"dataset %q was deleted (tombstone at decision log sequence %d); nothing more is committed to it", s.ds, s.deleted.seq)
+	return Reject(cellguardpb.Reason_DATASET_DELETED,
+		"dataset %q was deleted (tombstone at decision log sequence %d); nothing more is committed to it", s.Dataset, s.Deleted.seq)
 }

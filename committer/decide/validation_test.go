@@ -33,12 +33,12 @@ func TestDecideValidationHoles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
-			st := newState("ds", limits{maxTxnBytes: 1 << 20, window: 4, maxLag: 100}, h)
+			st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 4, MaxLag: 100}, h)
 			vs := decideAll(t, st, h, createTxn(newUUID()), c.txn, appendTxn(newUUID(), 1))
-			if r := vs[1].rec; r.Outcome != cellguardpb.Outcome_OUTCOME_REJECTED || r.Reason != cellguardpb.Reason_INVALID_TRANSACTION {
+			if r := vs[1].Rec; r.Outcome != cellguardpb.Outcome_OUTCOME_REJECTED || r.Reason != cellguardpb.Reason_INVALID_TRANSACTION {
 				t.Fatalf("decision %v %v (%s); want REJECTED INVALID_TRANSACTION", r.Outcome, r.Reason, r.Message)
 			}
-			if r := vs[2].rec; r.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED || r.Version != 2 {
+			if r := vs[2].Rec; r.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED || r.Version != 2 {
 				t.Fatalf("the valid transaction behind it: %v %v (%s)", r.Outcome, r.Reason, r.Message)
 			}
 		})
