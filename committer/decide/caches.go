@@ -30,7 +30,7 @@ type CachedHistory interface {
 // cacheCost is what the state's caches count against the budget: all it
 // keeps beyond the head manifest and the bookkeeping every version needs.
 func (s *State) CacheCost() int {
-	n := s.rbytes + s.tbytes + s.cxc.bytes + s.ChangeIndex.Bytes()
+	n := s.recentBytes + s.txnBytes + s.conflictBytes.bytes + s.ChangeIndex.Bytes()
 	if h, ok := s.Older.(CachedHistory); ok {
 		n += h.CacheCost()
 	}
@@ -75,16 +75,16 @@ func (s *State) ShrinkCaches(target int) {
 	if h, ok := s.Older.(CachedHistory); ok && s.CacheCost() > target {
 		h.DropCache()
 	}
-	for v := max(s.mevicted, s.evicted) + 1; s.CacheCost() > target && v < s.HeadVersion(); v++ {
+	for v := max(s.manifestsDroppedTo, s.windowFrom) + 1; s.CacheCost() > target && v < s.HeadVersion(); v++ {
 		s.dropManifest(v)
-		s.mevicted = v
+		s.manifestsDroppedTo = v
 	}
-	for v := max(s.tevicted, s.evicted) + 1; s.CacheCost() > target && v <= s.HeadVersion(); v++ {
+	for v := max(s.txnsDroppedTo, s.windowFrom) + 1; s.CacheCost() > target && v <= s.HeadVersion(); v++ {
 		s.dropTxn(v)
-		s.tevicted = v
+		s.txnsDroppedTo = v
 	}
-	for s.CacheCost() > target && s.cxc.len() > 0 {
-		s.trimConflicts(s.cxc.first)
+	for s.CacheCost() > target && s.conflictBytes.len() > 0 {
+		s.trimConflicts(s.conflictBytes.first)
 	}
 	if over := s.CacheCost() - target; over > 0 {
 		s.ChangeIndex.Shrink(max(s.ChangeIndex.Bytes()-over, 0))

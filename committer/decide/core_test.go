@@ -39,7 +39,7 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 			h  *memHistory
 		}{{indexed, ih}, {walked, wh}} {
 			if side.st == walked {
-				side.st.cx.Reset()
+				side.st.conflicts.Reset()
 			}
 			m := side.st.Mark()
 			v := side.st.Decide(t.Context(), Staged{Seq: seq, Data: body})
@@ -96,8 +96,8 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 		}
 		decide(txn, rng.IntN(8) != 0)
 	}
-	if h := indexed.HeadVersion(); !indexed.cx.Covers(h-uint64(lim.Window), h) {
-		t.Errorf("the conflict index does not cover the window (%d versions up to %d)", indexed.cx.Len(), h)
+	if h := indexed.HeadVersion(); !indexed.conflicts.Covers(h-uint64(lim.Window), h) {
+		t.Errorf("the conflict index does not cover the window (%d versions up to %d)", indexed.conflicts.Len(), h)
 	}
 	if indexed.HeadVersion() < 500 {
 		t.Errorf("only %d versions committed: the stream exercises too little", indexed.HeadVersion())

@@ -74,10 +74,10 @@ func (s *State) identify(in Staged) (id decidedID, txn *lancepb.Transaction, op 
 	if len(in.Data) > s.Limits.MaxTxnBytes {
 		return idOf(fallbackID(in)), nil, table.OpUnknown, false, nil
 	}
-	if s.dec == nil {
-		s.dec = new(table.Decoder)
+	if s.decoder == nil {
+		s.decoder = new(table.Decoder)
 	}
-	txn, op, borrowed, err = s.dec.Decode(in.Data)
+	txn, op, borrowed, err = s.decoder.Decode(in.Data)
 	if txn == nil {
 		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}
@@ -164,7 +164,7 @@ func (s *State) judge(ctx context.Context, in Staged, txn *lancepb.Transaction, 
 	}
 	opts := s.Limits.Rules
 	opts.hist = s
-	opts.conflicts = s.cx
+	opts.conflicts = s.conflicts
 	if err := checkPreconditions(ctx, s.ChangeIndex, rv, pre, pin, opts); err != nil {
 		if errors.Is(err, ErrBrokenState) {
 			return Verdict{Broken: err}, nil
@@ -181,7 +181,7 @@ func (s *State) judge(ctx context.Context, in Staged, txn *lancepb.Transaction, 
 	if landsAsIs(op, cands) {
 		txn.ReadVersion = head.Version() // what land would do, without the read manifest
 		rebased = txn
-		apply = s.dec.Apply // an Append in its block keeps its fragment's staged bytes (table.Decoder.Apply)
+		apply = s.decoder.Apply // an Append in its block keeps its fragment's staged bytes (table.Decoder.Apply)
 	} else {
 		pinned, err := p.pin(ctx)
 		if err != nil {
@@ -309,7 +309,7 @@ func (s *State) finish(next *table.Manifest, txn *lancepb.Transaction, staged []
 	rec.Version = next.Version()
 	v := Verdict{Rec: rec, Next: next, Txn: txn, Deletions: dels}
 	if staged != nil {
-		landed, err := s.dec.Land(staged, txn.GetReadVersion()) // the decoder knows staged: no walk
+		landed, err := s.decoder.Land(staged, txn.GetReadVersion()) // the decoder knows staged: no walk
 		if err != nil {
 			return Verdict{}, Reject(cellguardpb.Reason_INTERNAL, "encode committed transaction: %v", err)
 		}

@@ -27,13 +27,13 @@ type Staged struct {
 // verdict is the decision core's answer for one staged message.
 type Verdict struct {
 	Skip      bool                  // decided before: ack, append nothing
-	Broken    error                 // errBrokenState: decide nothing, stop
+	Broken    error                 // ErrBrokenState: decide nothing, stop
 	Rec       *cellguardpb.Decision // the record to append
 	Next      *table.Manifest       // committed: the new head
 	Txn       *lancepb.Transaction  // committed: the transaction as committed (nil when borrowed: see CommittedTxn)
 	Deletions []DeletionWrite       // committed: files to write before appending
 	Lag       uint64                // head - read version, for metrics
-	// body is rec encoded once, as the log stores it (nil if it did not
+	// body is Rec encoded once, as the log stores it (nil if it did not
 	// encode: the append then encodes it and reports why not).
 	body []byte
 	// landed, for a committed Append, is the transaction as staged with
@@ -63,26 +63,26 @@ func (v Verdict) Encoded() logrec.Encoded {
 
 // limits are the decision core's settings.
 type Limits struct {
-	MaxTxnBytes int
-	Window      int
-	Retain      uint64 // 0: all
-	MaxLag      uint64
-	Rules       RuleOptions
-	// maxRebaseLag bounds how far behind head a transaction may have read
-	// and still be landed (0: maxLag only).
+	MaxTxnBytes int         // a staged message's largest body
+	Window      int         // recent versions kept in memory
+	Retain      uint64      // versions a read version may be behind head; 0: all
+	MaxLag      uint64      // versions a read version may be behind head at all
+	Rules       RuleOptions // what the rules read beyond the state
+	// MaxRebaseLag bounds how far behind head a transaction may have read
+	// and still be landed (0: MaxLag only).
 	MaxRebaseLag uint64
-	// indexBytes bounds the change index (0: its default).
+	// IndexBytes bounds the change index (0: its default).
 	IndexBytes int
-	// windowBytes bounds the approximate memory of the window's
-	// manifests (0: only window, a count, bounds it).
+	// WindowBytes bounds the approximate memory of the window's
+	// manifests (0: only Window, a count, bounds it).
 	WindowBytes int
-	// lanceRoot is the default location root for datasets created
+	// LanceRoot is the default location root for datasets created
 	// without one ("": not published).
 	LanceRoot string
 	// DatasetLocation joins LanceRoot and a dataset's name into its
 	// location (dataplane.DatasetLocation); the core itself knows no URL.
 	DatasetLocation func(root, ds string) (string, error)
-	// budget is the committer's memory budget for caches, shared with
+	// Budget is the committer's memory budget for caches, shared with
 	// every other dataset (nil: none).
 	Budget Budget
 }
@@ -96,35 +96,35 @@ type Limits struct {
 // Deciding a batch mutates state provisionally; rollback undoes everything
 // since a mark, commit makes it final once the batch is in the log.
 type State struct {
-	Dataset     string
-	validName   bool
-	Limits      Limits
-	Older       History              // versions before the window; nil means none
-	ChangeIndex *table.ChangeIndex   // kept in step with head
-	cx          *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
-	cxc         conflictCosts        // the bytes of each version cx covers
+	Dataset       string
+	validName     bool
+	Limits        Limits
+	Older         History              // versions before the window; nil means none
+	ChangeIndex   *table.ChangeIndex   // kept in step with head
+	conflicts     *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
+	conflictBytes conflictCosts        // the bytes of each version conflicts covers
 
-	Head        *table.Manifest                        // nil until the dataset is created
-	recent      versionWindow[costed[*table.Manifest]] // with the approximate bytes each keeps alive
-	rbytes      int                                    // sum of the costs in recent
-	tbytes      int                                    // sum of the costs in txns
-	tevicted    uint64                                 // transactions ≤ tevicted were dropped to fit windowBytes
-	Txns        versionWindow[costed[windowTxn]]       // with their approximate bytes
-	VersionSeq  SeqIndex                               // version → CG_DEC sequence of its record
-	Decided     idSet
-	LastDecSeq  uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
-	LastTxnSeq  uint64 // CG_TXN sequence of the last decided message
-	txnSeqRec   uint64 // CG_DEC sequence of the log record that set lastTxnSeq (0: decided here)
-	journal     []string
-	dec         *table.Decoder // decodes staged messages, reusing its memory (made at the first)
-	Deciding    bool           // within decide: older history may refuse costly work
-	evicted     uint64         // versions ≤ evicted are out of the window
-	mevicted    uint64         // manifests ≤ mevicted were dropped to fit windowBytes
-	BudgetShare BudgetShare    // this dataset's part of lim.budget; nil without one
-	// cfg is the dataset's configuration, from its first committed
+	Head               *table.Manifest                        // nil until the dataset is created
+	recent             versionWindow[costed[*table.Manifest]] // with the approximate bytes each keeps alive
+	recentBytes        int                                    // sum of the costs in recent
+	txnBytes           int                                    // sum of the costs in txns
+	txnsDroppedTo      uint64                                 // transactions ≤ txnsDroppedTo were dropped to fit WindowBytes
+	Txns               versionWindow[costed[windowTxn]]       // with their approximate bytes
+	VersionSeq         SeqIndex                               // version → CG_DEC sequence of its record
+	Decided            idSet
+	LastDecSeq         uint64 // CG_DEC sequence of the last record on cg.dec.<ds>.*
+	LastTxnSeq         uint64 // CG_TXN sequence of the last decided message
+	txnSeqRec          uint64 // CG_DEC sequence of the log record that set LastTxnSeq (0: decided here)
+	journal            []string
+	decoder            *table.Decoder // decodes staged messages, reusing its memory (made at the first)
+	Deciding           bool           // within decide: older history may refuse costly work
+	windowFrom         uint64         // versions ≤ windowFrom are out of the window
+	manifestsDroppedTo uint64         // manifests ≤ manifestsDroppedTo were dropped to fit WindowBytes
+	BudgetShare        BudgetShare    // this dataset's part of Limits.Budget; nil without one
+	// Config is the dataset's configuration, from its first committed
 	// record (readers.go); nil before creation.
 	Config *cellguardpb.DatasetConfig
-	// deleted is the dataset's tombstone once the log holds one
+	// Deleted is the dataset's tombstone once the log holds one
 	// (tombstone.go); nil while it lives.
 	Deleted *tombstone
 	// schemas are the schema changes since the state's base, ascending:
@@ -188,7 +188,7 @@ func NewState(ds string, lim Limits, older History) *State {
 		Dataset: ds, validName: subject.Validate(ds) == nil, Limits: lim, Older: older,
 		Decided:     newIDSet(),
 		ChangeIndex: table.NewChangeIndex(nil, table.IndexLimits{MaxBytes: lim.IndexBytes}),
-		cx:          table.NewConflictIndex(),
+		conflicts:   table.NewConflictIndex(),
 		BudgetShare: joinBudget(lim.Budget, ds),
 	}
 }
@@ -209,7 +209,7 @@ func (s *State) setHead(next *table.Manifest, txnID string, txnBytes int) {
 		v := s.Head.Version()
 		c := costed[*table.Manifest]{s.Head, ManifestCost(txnBytes)}
 		s.recent.set(v, c)
-		s.rbytes += c.cost
+		s.recentBytes += c.cost
 	}
 	s.Head = next
 	s.noteSchema(next)

@@ -21,11 +21,11 @@ func (s *State) evictUpTo(h uint64) {
 		return
 	}
 	floor := h - uint64(s.Limits.Window)
-	for v := s.evicted + 1; v <= floor; v++ {
+	for v := s.windowFrom + 1; v <= floor; v++ {
 		s.dropManifest(v)
 		s.dropTxn(v)
 	}
-	s.evicted = max(s.evicted, floor)
+	s.windowFrom = max(s.windowFrom, floor)
 	if span := s.conflictSpan(); h > span {
 		s.trimConflicts(h - span)
 	}
@@ -42,13 +42,13 @@ func (s *State) evictByCostUpTo(h uint64) {
 	if s.Limits.WindowBytes <= 0 {
 		return
 	}
-	for v := s.mevicted + 1; s.rbytes > s.Limits.WindowBytes && v < h; v++ {
+	for v := s.manifestsDroppedTo + 1; s.recentBytes > s.Limits.WindowBytes && v < h; v++ {
 		s.dropManifest(v)
-		s.mevicted = v
+		s.manifestsDroppedTo = v
 	}
-	for v := s.tevicted + 1; s.tbytes > s.Limits.WindowBytes && v < h; v++ {
+	for v := s.txnsDroppedTo + 1; s.txnBytes > s.Limits.WindowBytes && v < h; v++ {
 		s.dropTxn(v)
-		s.tevicted = v
+		s.txnsDroppedTo = v
 	}
 }
 
@@ -59,14 +59,14 @@ func (s *State) evictByCostUpTo(h uint64) {
 func (s *State) keepTxn(v uint64, txn *lancepb.Transaction, enc []byte, n int) {
 	s.dropTxn(v)
 	s.forgetConflicts(v)
-	s.cxc.add(v, s.cx.Add(v, txn))
+	s.conflictBytes.add(v, s.conflicts.Add(v, txn))
 	w := windowTxn{txn: txn}
 	if enc != nil {
 		w = windowTxn{enc: enc}
 	}
 	c := costed[windowTxn]{w, txnCost(n)}
 	s.Txns.set(v, c)
-	s.tbytes += c.cost
+	s.txnBytes += c.cost
 }
 
 // windowTxn is a committed transaction in the window: decoded, or its
@@ -96,7 +96,7 @@ func (s *State) dropTxn(v uint64) {
 	if !ok {
 		return
 	}
-	s.tbytes -= c.cost
+	s.txnBytes -= c.cost
 }
 
 // The conflict index outlives the window.
@@ -122,24 +122,24 @@ func (s *State) conflictSpan() uint64 {
 
 // trimConflicts drops the conflict index's versions up to floor.
 func (s *State) trimConflicts(floor uint64) {
-	for s.cxc.len() > 0 && s.cxc.first <= floor {
-		s.cx.Forget(s.cxc.first)
-		s.cxc.dropOldest()
+	for s.conflictBytes.len() > 0 && s.conflictBytes.first <= floor {
+		s.conflicts.Forget(s.conflictBytes.first)
+		s.conflictBytes.dropOldest()
 	}
 }
 
 // forgetConflicts drops the conflict index's versions from v on (a
 // rolled-back batch, or a version decided again).
 func (s *State) forgetConflicts(v uint64) {
-	if s.cxc.len() == 0 || v > s.cxc.last() {
+	if s.conflictBytes.len() == 0 || v > s.conflictBytes.last() {
 		return
 	}
-	if v <= s.cxc.first {
-		s.cx.Reset()
+	if v <= s.conflictBytes.first {
+		s.conflicts.Reset()
 	} else {
-		s.cx.Forget(v)
+		s.conflicts.Forget(v)
 	}
-	s.cxc.dropFrom(v)
+	s.conflictBytes.dropFrom(v)
 }
 
 // conflictCosts mirrors the range of versions the conflict index covers
@@ -194,7 +194,7 @@ func (s *State) dropManifest(v uint64) {
 	if !ok {
 		return
 	}
-	s.rbytes -= c.cost
+	s.recentBytes -= c.cost
 }
 
 // costed is something the state keeps with the approximate bytes it

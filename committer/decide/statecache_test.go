@@ -53,18 +53,18 @@ func TestConflictIndexSpan(t *testing.T) {
 	decideAll(t, st, h, txns...)
 	head := st.HeadVersion()
 	checkConflictMirror(t, st)
-	if got := uint64(st.cx.Len()); got != lim.MaxRebaseLag {
+	if got := uint64(st.conflicts.Len()); got != lim.MaxRebaseLag {
 		t.Errorf("the conflict index covers %d versions, want %d", got, lim.MaxRebaseLag)
 	}
-	if !st.cx.Covers(head-lim.MaxRebaseLag, head) {
+	if !st.conflicts.Covers(head-lim.MaxRebaseLag, head) {
 		t.Errorf("the conflict index does not cover the %d versions below head %d", lim.MaxRebaseLag, head)
 	}
-	if st.CacheCost() < st.cxc.bytes || st.cxc.bytes == 0 {
-		t.Errorf("cache cost %d does not count the conflict index's %d bytes", st.CacheCost(), st.cxc.bytes)
+	if st.CacheCost() < st.conflictBytes.bytes || st.conflictBytes.bytes == 0 {
+		t.Errorf("cache cost %d does not count the conflict index's %d bytes", st.CacheCost(), st.conflictBytes.bytes)
 	}
 	st.ShrinkCaches(0)
-	if st.cx.Len() != 0 || st.cxc.len() != 0 || st.cxc.bytes != 0 {
-		t.Errorf("after dropping the caches the conflict index keeps %d versions (%d mirrored, %d bytes)", st.cx.Len(), st.cxc.len(), st.cxc.bytes)
+	if st.conflicts.Len() != 0 || st.conflictBytes.len() != 0 || st.conflictBytes.bytes != 0 {
+		t.Errorf("after dropping the caches the conflict index keeps %d versions (%d mirrored, %d bytes)", st.conflicts.Len(), st.conflictBytes.len(), st.conflictBytes.bytes)
 	}
 }
 
@@ -141,8 +141,8 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 		}
 		batch(txns, rng.IntN(6) != 0)
 	}
-	if h := indexed.st.HeadVersion(); h < 300 || !indexed.st.cx.Covers(h-lim.MaxRebaseLag, h) {
-		t.Errorf("head %d; the conflict index covers %d versions, want the %d below head", h, indexed.st.cx.Len(), lim.MaxRebaseLag)
+	if h := indexed.st.HeadVersion(); h < 300 || !indexed.st.conflicts.Covers(h-lim.MaxRebaseLag, h) {
+		t.Errorf("head %d; the conflict index covers %d versions, want the %d below head", h, indexed.st.conflicts.Len(), lim.MaxRebaseLag)
 	}
 }
 
@@ -150,18 +150,18 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 // index's costs covers the same versions as the index.
 func checkConflictMirror(t *testing.T, st *State) {
 	t.Helper()
-	if st.cx.Len() != st.cxc.len() {
-		t.Fatalf("the conflict index covers %d versions, its costs %d", st.cx.Len(), st.cxc.len())
+	if st.conflicts.Len() != st.conflictBytes.len() {
+		t.Fatalf("the conflict index covers %d versions, its costs %d", st.conflicts.Len(), st.conflictBytes.len())
 	}
 	sum := 0
-	for _, c := range st.cxc.costs {
+	for _, c := range st.conflictBytes.costs {
 		sum += c
 	}
-	if sum != st.cxc.bytes {
-		t.Fatalf("conflict index costs sum to %d, recorded %d", sum, st.cxc.bytes)
+	if sum != st.conflictBytes.bytes {
+		t.Fatalf("conflict index costs sum to %d, recorded %d", sum, st.conflictBytes.bytes)
 	}
-	if n := st.cxc.len(); n > 0 && !st.cx.Covers(st.cxc.first-1, st.cxc.last()) {
-		t.Fatalf("the conflict index does not cover %d..%d as its costs do", st.cxc.first, st.cxc.last())
+	if n := st.conflictBytes.len(); n > 0 && !st.conflicts.Covers(st.conflictBytes.first-1, st.conflictBytes.last()) {
+		t.Fatalf("the conflict index does not cover %d..%d as its costs do", st.conflictBytes.first, st.conflictBytes.last())
 	}
 }
 
@@ -222,7 +222,7 @@ func TestCommitUnderThenRollback(t *testing.T) {
 		t.Errorf("version index tops at %d, want 4", top)
 	}
 	checkConflictMirror(t, st)
-	if !st.cx.Covers(1, 4) || st.cx.Covers(1, 5) {
-		t.Errorf("conflict index covers %d..%d, want up to 4", st.cxc.first, st.cxc.last())
+	if !st.conflicts.Covers(1, 4) || st.conflicts.Covers(1, 5) {
+		t.Errorf("conflict index covers %d..%d, want up to 4", st.conflictBytes.first, st.conflictBytes.last())
 	}
 }
