@@ -87,9 +87,9 @@ func (c *Committer) settle(ctx context.Context, it item) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logRequestTimeout)
 	defer cancel()
-	if err := c.txn.DeleteMsg(ctx, it.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := c.txn.DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		// Left behind, it is found decided and removed next time.
-		c.log.Debug("remove a decided message", "seq", it.seq, "err", err)
+		c.log.Debug("remove a decided message", "seq", it.Seq, "err", err)
 	}
 }
 

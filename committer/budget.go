@@ -3,6 +3,8 @@ package committer
 import (
 	"container/list"
 	"sync"
+
+	"cellguard/committer/decide"
 )
 
 // One memory budget (Config.CacheBytes) covers the caches of every
@@ -144,73 +146,16 @@ func (b *cacheBudget) used() int {
 	return b.total
 }
 
-func joinBudget(b *cacheBudget, ds string) *budgetShare {
+// Join implements decide.Budget: a nil budget gives no share.
+func (b *cacheBudget) Join(ds string) decide.BudgetShare {
 	if b == nil {
 		return nil
 	}
 	return b.join(ds)
 }
 
-// cacheCost is what the state's caches count against the budget: all it
-// keeps beyond the head manifest and the bookkeeping every version needs.
-func (s *state) cacheCost() int {
-	n := s.rbytes + s.tbytes + s.cxc.bytes + s.ix.Bytes()
-	if h, ok := s.older.(*logHistory); ok {
-		n += h.cacheCost()
-	}
-	return n
-}
+// Report implements decide.BudgetShare (report).
+func (s *budgetShare) Report(cost int) int { return s.report(cost) }
 
-// fitBudget reports the caches' cost to the budget and, if the least
-// recently used datasets cannot free enough, drops the state's own oldest
-// entries. It runs between batches, never with provisional decisions.
-func (s *state) fitBudget() {
-	if s.share == nil {
-		return
-	}
-	cost := s.cacheCost()
-	if excess := s.share.report(cost); excess > 0 {
-		s.shrinkCaches(max(cost-excess, 0))
-		s.share.report(s.cacheCost())
-	}
-}
-
-// dropCaches answers the budget's request to drop the caches: everything
-// but the head manifest goes.
-func (s *state) dropCaches() {
-	s.shrinkCaches(0)
-	if s.share != nil {
-		s.share.report(s.cacheCost())
-	}
-}
-
-// leaveBudget releases the state's share, when the state is dropped.
-func (s *state) leaveBudget() {
-	if s.share != nil {
-		s.share.leave(s.ds)
-	}
-}
-
-// shrinkCaches drops cached entries, oldest first, until the caches cost
-// at most target: history read from the log, then recent manifests, then
-// committed transactions, then the conflict index's and the change
-// index's oldest versions.
-func (s *state) shrinkCaches(target int) {
-	if h, ok := s.older.(*logHistory); ok && s.cacheCost() > target {
-		h.dropCache()
-	}
-	for v := max(s.mevicted, s.evicted) + 1; s.cacheCost() > target && v < s.headVersion(); v++ {
-		s.dropManifest(v)
-		s.mevicted = v
-	}
-	for v := max(s.tevicted, s.evicted) + 1; s.cacheCost() > target && v <= s.headVersion(); v++ {
-		s.dropTxn(v)
-		s.tevicted = v
-	}
-	for s.cacheCost() > target && s.cxc.len() > 0 {
-		s.trimConflicts(s.cxc.first)
-	}
-	if over := s.cacheCost() - target; over > 0 {
-		s.ix.Shrink(max(s.ix.Bytes()-over, 0))
-	}
-}
+// Leave implements decide.BudgetShare (leave).
+func (s *budgetShare) Leave(ds string) { s.leave(ds) }

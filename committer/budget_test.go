@@ -109,37 +109,37 @@ func TestCacheBudgetKeepsDecisions(t *testing.T) {
 	want := decideAll(t, ref, &refHist.memHistory, txns...)
 
 	budget := newCacheBudget(1)
-	lim.budget = budget
+	lim.Budget = budget
 	hist := newCountingHistory()
 	st := newState("ds", lim, hist)
 	other := newState("other", lim, newCountingHistory())
 	decideAll(t, other, &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}, createTxn(newUUID()), appendTxn(newUUID(), 1))
 	for i, txn := range txns {
 		got := decideAll(t, st, &hist.memHistory, txn)[0]
-		if requested(other.share) {
-			other.dropCaches()
+		if requested(other.BudgetShare.(*budgetShare)) {
+			other.DropCaches()
 		}
-		if requested(st.share) {
-			st.dropCaches()
+		if requested(st.BudgetShare.(*budgetShare)) {
+			st.DropCaches()
 		}
 		if u := budget.used(); u > 1 {
 			t.Fatalf("txn %d: %d bytes counted against a 1-byte budget", i, u)
 		}
-		w := want[i].rec
-		if got.rec.Outcome != w.Outcome || got.rec.Reason != w.Reason || got.rec.Version != w.Version ||
-			got.rec.ConflictVersion != w.ConflictVersion || len(got.rec.Violations) != len(w.Violations) {
-			t.Errorf("txn %d: budgeted %v, unbudgeted %v", i, got.rec, w)
+		w := want[i].Rec
+		if got.Rec.Outcome != w.Outcome || got.Rec.Reason != w.Reason || got.Rec.Version != w.Version ||
+			got.Rec.ConflictVersion != w.ConflictVersion || len(got.Rec.Violations) != len(w.Violations) {
+			t.Errorf("txn %d: budgeted %v, unbudgeted %v", i, got.Rec, w)
 		}
 	}
 	if hist.manifests+hist.committed == 0 {
 		t.Error("the budgeted state never read older history: its caches were not dropped")
 	}
-	if other.head == nil || other.headVersion() != 2 {
-		t.Errorf("other dataset lost its head: %v", other.headVersion())
+	if other.Head == nil || other.HeadVersion() != 2 {
+		t.Errorf("other dataset lost its head: %v", other.HeadVersion())
 	}
 	var outcomes [3]int
 	for _, v := range want {
-		outcomes[v.rec.Outcome]++
+		outcomes[v.Rec.Outcome]++
 	}
 	if outcomes[cellguardpb.Outcome_OUTCOME_REJECTED] == 0 {
 		t.Error("the sequence has no rejection: it does not test stale reads")

@@ -103,20 +103,20 @@ var errReplayDone = errors.New("committer: replay reached the indexed top")
 func (c *Committer) loadWholeLog(ctx context.Context, st *state) error {
 	from := uint64(1)
 	adopted := false // the log starts with an adoption record (adopt.go)
-	err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, true, func(r declog.Record) error {
+	err := c.scanLog(ctx, c.sc.DecOf(st.Dataset), &from, true, func(r declog.Record) error {
 		if r.Committed() {
-			top := st.versionSeq.top()
+			top := st.VersionSeq.Top()
 			if top == 0 && r.Version > 1 {
 				adopted = c.adoption(ctx, r)
 			}
 			if top == 0 && r.Version > 1 && (adopted || c.decRetain() > 0) {
-				st.versionSeq.start(r.Version) // retention dropped the versions before, or an adopted table's are not in the log
+				st.VersionSeq.Start(r.Version) // retention dropped the versions before, or an adopted table's are not in the log
 			} else if want := top + 1; r.Version != want {
-				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.ds, r.Seq, r.Version, want)
+				return fmt.Errorf("%w: log of %s: record %d has version %d, want %d", errUntrustedLog, st.Dataset, r.Seq, r.Version, want)
 			}
-			st.versionSeq.push(r.Seq)
+			st.VersionSeq.Push(r.Seq)
 		}
-		st.noteLogged(r)
+		st.NoteLogged(r)
 		return nil
 	})
 	if err != nil {
@@ -135,14 +135,14 @@ func (c *Committer) loadWholeLog(ctx context.Context, st *state) error {
 // itself, the whole log is read (loadWholeLog).
 func (c *Committer) loadState(ctx context.Context, st *state) error {
 	begin := time.Now()
-	v, ok := c.latestCheckpoint(st.ds, math.MaxUint64)
+	v, ok := c.latestCheckpoint(st.Dataset, math.MaxUint64)
 	if !ok {
 		return c.loadWholeLogTimed(ctx, st, begin, "no checkpoint")
 	}
-	cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
+	cp, err := c.dl.ReadCheckpoint(ctx, st.Dataset, v)
 	switch {
 	case errors.Is(err, declog.ErrUntrustedCheckpoint):
-		c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.ds, "version", v, "err", err)
+		c.log.Warn("unusable checkpoint; reading the whole log", "dataset", st.Dataset, "version", v, "err", err)
 		return c.loadWholeLogTimed(ctx, st, begin, "untrusted checkpoint")
 	case err != nil:
 		return err
@@ -151,13 +151,13 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 	case c.outgrown(cp):
 		return c.loadWholeLogTimed(ctx, st, begin, "checkpoint's decided ids outgrew the log's retention")
 	}
-	st.setBase(cp.Manifest)
-	st.setLogState(cp)
+	st.SetBase(cp.Manifest)
+	st.SetLogState(cp)
 	from, tail := cp.DecSeq+1, 0
-	if err := c.scanLog(ctx, c.sc.DecOf(st.ds), &from, false, func(r declog.Record) error { tail++; return st.replay(ctx, r) }); err != nil {
+	if err := c.scanLog(ctx, c.sc.DecOf(st.Dataset), &from, false, func(r declog.Record) error { tail++; return st.Replay(ctx, r) }); err != nil {
 		return untrusted(err)
 	}
-	c.log.Debug("dataset state loaded from a checkpoint", "dataset", st.ds, "checkpoint", v, "tail", tail, "took", time.Since(begin))
+	c.log.Debug("dataset state loaded from a checkpoint", "dataset", st.Dataset, "checkpoint", v, "tail", tail, "took", time.Since(begin))
 	return c.checkStagedSeq(ctx, st)
 }
 
@@ -165,7 +165,7 @@ func (c *Committer) loadState(ctx context.Context, st *state) error {
 // long it took.
 func (c *Committer) loadWholeLogTimed(ctx context.Context, st *state, begin time.Time, why string) error {
 	err := c.loadWholeLog(ctx, st)
-	c.log.Debug("dataset state loaded from the whole log", "dataset", st.ds, "why", why, "took", time.Since(begin))
+	c.log.Debug("dataset state loaded from the whole log", "dataset", st.Dataset, "why", why, "took", time.Since(begin))
 	return err
 }
 
@@ -195,35 +195,35 @@ func usableLogState(cp declog.Checkpoint) bool {
 // the whole log: from the newest trusted checkpoint plus the committed
 // records after it.
 func (c *Committer) replayFromIndex(ctx context.Context, st *state, adopted bool) error {
-	top := st.versionSeq.top()
+	top := st.VersionSeq.Top()
 	if top == 0 {
 		return nil
 	}
 	from := uint64(1) // first log sequence to replay bodies from
-	if v, ok := c.latestCheckpoint(st.ds, top); ok {
-		cp, err := c.dl.ReadCheckpoint(ctx, st.ds, v)
+	if v, ok := c.latestCheckpoint(st.Dataset, top); ok {
+		cp, err := c.dl.ReadCheckpoint(ctx, st.Dataset, v)
 		if err != nil {
-			c.log.Warn("unusable checkpoint; replaying from the start", "dataset", st.ds, "version", v, "err", err)
+			c.log.Warn("unusable checkpoint; replaying from the start", "dataset", st.Dataset, "version", v, "err", err)
 		} else {
-			st.setBase(cp.Manifest)
+			st.SetBase(cp.Manifest)
 			from = cp.DecSeq + 1
 		}
 	}
-	if first := st.versionSeq.first; first > 1 && st.headVersion() < first && !adopted {
+	if first := st.VersionSeq.First; first > 1 && st.HeadVersion() < first && !adopted {
 		return fmt.Errorf("%w: log of %s begins at version %d (retention), and no trusted checkpoint at or after it: the state cannot be rebuilt",
-			errUntrustedLog, st.ds, first)
+			errUntrustedLog, st.Dataset, first)
 	}
-	if st.headVersion() == top {
+	if st.HeadVersion() == top {
 		return nil
 	}
 	// Another committer may append while this one loads (a standby
 	// loading beside the leader): records past the index pass's top are
 	// left for the catch-up that follows the index, not replayed here.
-	err := c.scanLog(ctx, c.sc.Dec(st.ds, subject.Committed), &from, false, func(r declog.Record) error {
+	err := c.scanLog(ctx, c.sc.Dec(st.Dataset, subject.Committed), &from, false, func(r declog.Record) error {
 		if r.Version > top {
 			return errReplayDone
 		}
-		return st.advance(ctx, r)
+		return st.Advance(ctx, r)
 	})
 	if errors.Is(err, errReplayDone) {
 		err = nil
@@ -231,8 +231,8 @@ func (c *Committer) replayFromIndex(ctx context.Context, st *state, adopted bool
 	if err != nil {
 		return untrusted(err)
 	}
-	if st.headVersion() != top {
-		return fmt.Errorf("%w: log of %s: replay reached version %d, index has %d", errUntrustedLog, st.ds, st.headVersion(), top)
+	if st.HeadVersion() != top {
+		return fmt.Errorf("%w: log of %s: replay reached version %d, index has %d", errUntrustedLog, st.Dataset, st.HeadVersion(), top)
 	}
 	return nil
 }
@@ -249,7 +249,7 @@ func untrusted(err error) error {
 // checkStagedSeq compares the staging sequences the log claims with
 // CG_TXN's last sequence, read now (after the log).
 func (c *Committer) checkStagedSeq(ctx context.Context, st *state) error {
-	if st.lastTxnSeq == 0 {
+	if st.LastTxnSeq == 0 {
 		return nil
 	}
 	var last uint64
@@ -266,7 +266,7 @@ func (c *Committer) checkStagedSeq(ctx context.Context, st *state) error {
 	if err != nil {
 		return err
 	}
-	return st.checkStagedSeq(last)
+	return st.CheckStagedSeq(last)
 }
 
 // logHistory reads versions older than the state's window from the
@@ -302,10 +302,10 @@ func (c *Committer) maxReplay() uint64 {
 // maxCachedTxnBytes bounds logHistory's transaction cache per dataset.
 const maxCachedTxnBytes = 256 << 10
 
-// cacheCost approximates the memory of what h caches: its transactions by
+// CacheCost approximates the memory of what h caches: its transactions by
 // their encoded size (as txnCost does) and its manifest, which shares
 // little with head, at the cost of a recent manifest per fragment.
-func (h *logHistory) cacheCost() int {
+func (h *logHistory) CacheCost() int {
 	n := 4 * h.txnBytes
 	if h.cached != nil {
 		n += manifestCost(0) + cachedFragmentCost*h.cached.NumFragments()
@@ -317,31 +317,31 @@ func (h *logHistory) cacheCost() int {
 // from the log costs (the fragment and its place in the manifest's maps).
 const cachedFragmentCost = 512
 
-// dropCache forgets the cached manifest and transactions.
-func (h *logHistory) dropCache() {
+// DropCache forgets the cached manifest and transactions.
+func (h *logHistory) DropCache() {
 	h.cached, h.txns, h.txnBytes = nil, nil, 0
 }
 
 func (h *logHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
 	st := h.st
-	seq, ok := st.versionSeq.at(v)
+	seq, ok := st.VersionSeq.At(v)
 	if !ok {
-		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
+		return nil, fmt.Errorf("transaction %s@%d: %w", st.Dataset, v, table.ErrVersionNotFound)
 	}
 	if txn, ok := h.txns[v]; ok {
 		return txn, nil
 	}
-	h.c.metrics.historyReads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
+	h.c.metrics.historyReads.WithLabelValues(h.c.dsLabel(st.Dataset)).Inc()
 	r, err := h.c.record(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.ds, v, table.ErrVersionNotFound)
+		return nil, fmt.Errorf("transaction %s@%d: record purged: %w", st.Dataset, v, table.ErrVersionNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
 	txn, err := r.Txn()
 	if err != nil {
-		return nil, fmt.Errorf("transaction %s@%d: %w", st.ds, v, err)
+		return nil, fmt.Errorf("transaction %s@%d: %w", st.Dataset, v, err)
 	}
 	n := len(r.Decision.GetTransaction())
 	if h.txns == nil || h.txnBytes+n > maxCachedTxnBytes {
@@ -357,19 +357,19 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 	if h.cached != nil && h.cached.Version() == v {
 		return h.cached, nil
 	}
-	if v == 0 || v > st.versionSeq.top() {
-		return nil, fmt.Errorf("manifest %s@%d: %w", st.ds, v, table.ErrVersionNotFound)
+	if v == 0 || v > st.VersionSeq.Top() {
+		return nil, fmt.Errorf("manifest %s@%d: %w", st.Dataset, v, table.ErrVersionNotFound)
 	}
 	m := h.base(ctx, v)
 	var from uint64 = 1
 	if m != nil {
 		from = m.Version() + 1
 	}
-	if h.maxReplay > 0 && h.st.deciding && v+1-from > h.maxReplay {
+	if h.maxReplay > 0 && h.st.Deciding && v+1-from > h.maxReplay {
 		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
-			st.ds, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
+			st.Dataset, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
 	}
-	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.ds)).Inc()
+	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.Dataset)).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := st.Committed(ctx, u) // the window's, else the log's
 		if err != nil {
@@ -377,12 +377,12 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 		}
 		var next *table.Manifest
 		if m == nil {
-			next, err = declog.CreateAs(txn, st.cfg.GetStorageVersion()) // as create decided it
+			next, err = declog.CreateAs(txn, st.Config.GetStorageVersion()) // as create decided it
 		} else {
 			next, err = applyTxn(ctx, m, txn, h)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.ds, u, err)
+			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.Dataset, u, err)
 		}
 		m = next
 	}
@@ -398,13 +398,13 @@ func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
 	if h.cached != nil && h.cached.Version() < v {
 		m = h.cached
 	}
-	cv, ok := h.c.latestCheckpoint(h.st.ds, v)
+	cv, ok := h.c.latestCheckpoint(h.st.Dataset, v)
 	if !ok || m != nil && m.Version() >= cv {
 		return m
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.ds, cv)
+	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.Dataset, cv)
 	if err != nil {
 		return m
 	}
@@ -424,16 +424,16 @@ var errCheckpointBehind = errors.New("committer: checkpoint too far behind the l
 // requests a checkpoint of the head before the batch (m.head).
 func (w *worker) checkRetention(m mark, top uint64) error {
 	limit := w.c.decRetain()
-	if limit == 0 || top == m.versions {
+	if limit == 0 || top == m.Versions {
 		return nil
 	}
 	cpv, _ := w.c.latestCheckpoint(w.ds, top)
 	if top < cpv+limit {
 		return nil
 	}
-	if prev := m.head; prev != nil {
-		if seq, ok := w.st.versionSeq.at(prev.Version()); ok {
-			w.c.cpw.offer(cpReq{ds: w.ds, m: prev, decSeq: seq, txnSeq: m.lastTxnSeq})
+	if prev := m.Head; prev != nil {
+		if seq, ok := w.st.VersionSeq.At(prev.Version()); ok {
+			w.c.cpw.offer(cpReq{ds: w.ds, m: prev, decSeq: seq, txnSeq: m.LastTxnSeq})
 		}
 	}
 	return fmt.Errorf("%w: %s: version %d would leave checkpoint %d out of the %d records kept; waiting for a checkpoint",
@@ -571,19 +571,19 @@ func (cw *checkpointWriter) close() {
 // CheckpointEvery (prev is the head before the batch).
 func (w *worker) maybeCheckpoint(prev *table.Manifest) {
 	k := w.c.cfg.CheckpointEvery
-	if k <= 0 || w.st.head == nil {
+	if k <= 0 || w.st.Head == nil {
 		return
 	}
 	var before uint64
 	if prev != nil {
 		before = prev.Version()
 	}
-	now := w.st.headVersion()
+	now := w.st.HeadVersion()
 	if now/uint64(k) == before/uint64(k) {
 		return
 	}
-	seq, _ := w.st.versionSeq.at(now)
+	seq, _ := w.st.VersionSeq.At(now)
 	// Taken after the batch's commit: the decided ids are exactly those
 	// the log holds (none provisional), all at or before lastDecSeq.
-	w.c.cpw.offer(cpReq{ds: w.ds, m: w.st.head, decSeq: seq, txnSeq: w.st.lastTxnSeq, log: w.st.logState()})
+	w.c.cpw.offer(cpReq{ds: w.ds, m: w.st.Head, decSeq: seq, txnSeq: w.st.LastTxnSeq, log: w.st.LogState()})
 }

@@ -157,18 +157,18 @@ restart:
 	w := r2.c.workers[ds]
 	r2.c.mu.Unlock()
 	if w != nil && w.st != nil { // nil if stopped before it loaded
-		if got := w.st.versionSeq.seqs; w.st.versionSeq.first != 1 || !slices.Equal(got, want) {
+		if got := w.st.VersionSeq.Seqs; w.st.VersionSeq.First != 1 || !slices.Equal(got, want) {
 			var desc []string
 			for _, e := range l {
 				desc = append(desc, fmt.Sprintf("%d:v%d/t%d/%s", e.seq, e.rec.Version, e.rec.TxnSeq, e.rec.Outcome))
 			}
 			st := w.status.Load()
 			t.Errorf("run %d (%s): in-memory version index %v, log has %v; state lastDecSeq %d lastTxnSeq %d head v%d; status %+v; log %v",
-				run, step, got, want, w.st.lastDecSeq, w.st.lastTxnSeq, w.st.headVersion(), st, desc)
+				run, step, got, want, w.st.LastDecSeq, w.st.LastTxnSeq, w.st.HeadVersion(), st, desc)
 		}
 	}
 	st := loadForTest(t, url, cfg, ds)
-	if head == nil || st.head == nil || !proto.Equal(head.Proto(), st.head.Proto()) {
+	if head == nil || st.Head == nil || !proto.Equal(head.Proto(), st.Head.Proto()) {
 		t.Errorf("run %d (%s): reloaded head differs from replayed head", run, step)
 	}
 	return fired.Load()

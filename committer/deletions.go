@@ -82,12 +82,12 @@ func (d datasetDeletions) DeletionVector(ctx context.Context, fragmentID uint64,
 }
 
 func (d datasetDeletions) store(ctx context.Context) (DatasetFiles, error) {
-	loc, err := d.c.deletionLocation(d.st.ds, d.st.cfg)
+	loc, err := d.c.deletionLocation(d.st.Dataset, d.st.Config)
 	if err != nil {
 		return nil, err
 	}
 	if loc == "" {
-		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.ds)
+		return nil, fmt.Errorf("read deletion file: dataset %s has no location and no dataset root is configured", d.st.Dataset)
 	}
 	return d.c.plane.Open(ctx, loc)
 }
@@ -99,14 +99,14 @@ func (d datasetDeletions) store(ctx context.Context) (DatasetFiles, error) {
 // after a crash) and is left alone.
 func (w *worker) writeDeletions(ctx context.Context, vs []verdict) error {
 	for _, v := range vs {
-		if len(v.deletions) == 0 {
+		if len(v.Deletions) == 0 {
 			continue
 		}
 		s, err := datasetDeletions{c: w.c, st: w.st}.store(ctx)
 		if err != nil {
 			return fmt.Errorf("rebase produced deletion files: %w", err)
 		}
-		for _, dw := range v.deletions {
+		for _, dw := range v.Deletions {
 			if err := writeDeletion(ctx, s, dw); err != nil {
 				return err
 			}
@@ -136,13 +136,13 @@ func writeDeletion(ctx context.Context, loc DatasetFiles, dw deletionWrite) erro
 // record when loading the state did not replay that record (it started
 // from a checkpoint).
 func (c *Committer) loadConfig(ctx context.Context, st *state) error {
-	if st.head == nil || st.cfg != nil {
+	if st.Head == nil || st.Config != nil {
 		return nil
 	}
-	cfg, err := c.dl.Config(ctx, st.ds)
+	cfg, err := c.dl.Config(ctx, st.Dataset)
 	if err != nil {
-		return fmt.Errorf("committer: load configuration of %s: %w", st.ds, err)
+		return fmt.Errorf("committer: load configuration of %s: %w", st.Dataset, err)
 	}
-	st.cfg = cfg
+	st.Config = cfg
 	return nil
 }

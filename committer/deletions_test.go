@@ -24,11 +24,11 @@ func TestDeletionsThroughLocation(t *testing.T) {
 	c := &Committer{cfg: Config{DatasetRoot: t.TempDir()}, plane: blobPlane{b: &dataplane.Blob{}}}
 	defer c.plane.Close()
 	st := newState("ds", limits{}, nil)
-	st.cfg = &cellguardpb.DatasetConfig{Location: loc}
+	st.Config = &cellguardpb.DatasetConfig{Location: loc}
 	w := &worker{c: c, st: st, ds: "ds"}
 	rows := roaring.BitmapOf(1, 5, 9)
 	df := &lancepb.DeletionFile{FileType: lancepb.DeletionFile_BITMAP, ReadVersion: 3, Id: 42, NumDeletedRows: 3}
-	v := verdict{deletions: []deletionWrite{{FragmentID: 7, File: df, Rows: rows}}}
+	v := verdict{Deletions: []deletionWrite{{FragmentID: 7, File: df, Rows: rows}}}
 	for range 2 { // the second write finds the file and leaves it
 		if err := w.writeDeletions(ctx, []verdict{v}); err != nil {
 			t.Fatal(err)
@@ -49,12 +49,12 @@ func TestDeletionsThroughLocation(t *testing.T) {
 		t.Errorf("missing deletion file: err %v, want data.ErrNotFound", err)
 	}
 
-	st.cfg = &cellguardpb.DatasetConfig{}
-	if got, _ := c.deletionLocation("ds", st.cfg); got != filepath.Join(c.cfg.DatasetRoot, "ds") {
+	st.Config = &cellguardpb.DatasetConfig{}
+	if got, _ := c.deletionLocation("ds", st.Config); got != filepath.Join(c.cfg.DatasetRoot, "ds") {
 		t.Errorf("location without config = %q, want the dataset root", got)
 	}
 	c.cfg.DatasetRoot = "s3://bucket/tables?region=eu-west-1"
-	if got, _ := c.deletionLocation("ds", st.cfg); got != "s3://bucket/tables/ds?region=eu-west-1" {
+	if got, _ := c.deletionLocation("ds", st.Config); got != "s3://bucket/tables/ds?region=eu-west-1" {
 		t.Errorf("location under an s3 root = %q", got)
 	}
 	c.cfg.DatasetRoot = ""

@@ -95,12 +95,12 @@
 //
 // Per dataset, the committer keeps the head manifest, recent manifests and
 // transactions within WindowBytes, the change index within IndexBytes, the
-// decided-uuid set (about 20 bytes per decision, idset.go) and the version → log
+// decided-uuid set (about 20 bytes per decision, decide/idset.go) and the version → log
 // sequence index (8 bytes per retained version). The caches among these
 // (recent manifests and transactions, change index, history read from the
 // log) also share one budget across all datasets, CacheBytes: over it,
 // the least recently active datasets drop theirs first, down to the head
-// manifest (see budget.go). A dataset idle for IdleEvict drops all of it
+// manifest (see budget.go and decide/caches.go). A dataset idle for IdleEvict drops all of it
 // and reloads on its next message. CG_DEC keeps
 // DecisionsPerSubject records per dataset and outcome and denies deletes
 // and purges; the committer holds back a batch rather than let retention
@@ -116,6 +116,15 @@
 //
 // A dataset's configuration (declog.Config) is part of its state:
 // datasets published for Lance 8 readers reject DataOverlay
-// (readers.go); an adoption starts a dataset at a Lance table's version,
-// with its index section (adopt.go).
+// (decide/readers.go); an adoption starts a dataset at a Lance table's
+// version, with its index section (decide/adopt.go).
+//
+// # Where to start reading
+//
+// The transport's flow starts at Committer.Run (committer.go), then
+// partition.handle (partition.go: a partition's messages to its datasets'
+// workers), worker.handle and worker.process (worker.go: a batch),
+// pipeline.go (deciding a batch while the one before it appends) and
+// checkpoint.go (loading a state). Every decision
+// itself is made by the pure core in committer/decide: State.Decide.
 package committer

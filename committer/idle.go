@@ -51,18 +51,22 @@ func (w *worker) dropState() {
 	if w.st == nil {
 		return
 	}
-	w.st.leaveBudget()
+	w.st.LeaveBudget()
 	w.st = nil
 }
 
 // honorCacheRequest drops the caches when the budget asked for it.
 func (w *worker) honorCacheRequest() {
-	if w.st == nil || w.st.share == nil {
+	if w.st == nil {
+		return
+	}
+	share, _ := w.st.Share().(*budgetShare)
+	if share == nil {
 		return
 	}
 	select {
-	case <-w.st.share.requests():
-		w.st.dropCaches()
+	case <-share.requests():
+		w.st.DropCaches()
 	default:
 	}
 }

@@ -67,7 +67,7 @@ func TestCatchUpSurvivesLostRequest(t *testing.T) {
 	if d := time.Since(begin); d > 15*time.Second {
 		t.Errorf("catchUp took %v after one lost request, want a retry within seconds", d)
 	}
-	if w.st.headVersion() != 1 || !w.st.decided.has(id) {
-		t.Errorf("after catchUp: head %d, decided(%s) = %v; want 1, true", w.st.headVersion(), id, w.st.decided.has(id))
+	if w.st.HeadVersion() != 1 || !w.st.Decided.Has(id) {
+		t.Errorf("after catchUp: head %d, decided(%s) = %v; want 1, true", w.st.HeadVersion(), id, w.st.Decided.Has(id))
 	}
 }

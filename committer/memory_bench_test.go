@@ -31,9 +31,9 @@ func BenchmarkResidentDatasets(b *testing.B) {
 		b.Run(fmt.Sprintf("datasets=%d/versions=%d", c.datasets, c.versions), func(b *testing.B) {
 			cfg := Config{}.withDefaults()
 			lim := limits{
-				maxTxnBytes: cfg.MaxTxnBytes, window: cfg.Window, maxLag: cfg.MaxReadLag,
-				maxRebaseLag: cfg.MaxRebaseLag, indexBytes: cfg.IndexBytes, windowBytes: cfg.WindowBytes,
-				budget: newCacheBudget(cfg.CacheBytes),
+				MaxTxnBytes: cfg.MaxTxnBytes, Window: cfg.Window, MaxLag: cfg.MaxReadLag,
+				MaxRebaseLag: cfg.MaxRebaseLag, IndexBytes: cfg.IndexBytes, WindowBytes: cfg.WindowBytes,
+				Budget: newCacheBudget(cfg.CacheBytes),
 			}
 			before := heapInUse()
 			states := make([]*state, c.datasets)
@@ -42,12 +42,12 @@ func BenchmarkResidentDatasets(b *testing.B) {
 			}
 			for _, st := range states { // what each worker does when asked
 				select {
-				case <-st.share.requests():
-					st.dropCaches()
+				case <-st.BudgetShare.(*budgetShare).requests():
+					st.DropCaches()
 				default:
 				}
 			}
-			b.ReportMetric(float64(lim.budget.used())/(1<<20), "cache-MiB")
+			b.ReportMetric(float64(lim.Budget.(*cacheBudget).used())/(1<<20), "cache-MiB")
 			runtime.GC()
 			heap := heapInUse() - before
 			b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
@@ -66,13 +66,13 @@ func residentState(b *testing.B, ds string, lim limits, versions int) *state {
 	seq := uint64(0)
 	decide := func(txn *lancepb.Transaction) {
 		seq++
-		m := st.mark()
-		v := st.decide(b.Context(), staged{seq: seq, data: mustMarshal(b, txn)})
-		st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
+		m := st.Mark()
+		v := st.Decide(b.Context(), staged{Seq: seq, Data: mustMarshal(b, txn)})
+		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 	}
 	decide(createTxn(newUUID()))
 	for range versions {
-		decide(withPre(appendTxn(newUUID(), st.headVersion()), cellsUnchanged([]int32{1}, wholeFragment(0))))
+		decide(withPre(appendTxn(newUUID(), st.HeadVersion()), cellsUnchanged([]int32{1}, wholeFragment(0))))
 	}
 	return st
 }

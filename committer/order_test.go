@@ -53,7 +53,7 @@ func orderWorker(t *testing.T, ds string, bodies [][]byte, ids []string) (*worke
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, item{staged: staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID), hdr: m.Headers()},
+		items = append(items, item{staged: staged{Seq: md.Sequence.Stream, Data: m.Data(), MsgID: m.Headers().Get(subject.HdrMsgID), Header: m.Headers()},
 			ds: ds, stamp: md.Timestamp, msg: m})
 	}
 	return w, items, js
@@ -106,7 +106,7 @@ func TestBatchWithInteriorGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := txn.GetMsg(t.Context(), items[1].seq); err == nil {
+	if _, err := txn.GetMsg(t.Context(), items[1].Seq); err == nil {
 		t.Error("the message read to close the gap is still staged after its decision")
 	}
 }

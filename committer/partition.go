@@ -376,7 +376,7 @@ func (p *partition) handle(ctx context.Context, batch []jetstream.Msg) error {
 		pending = md.NumPending
 		_, _, ds, _ := c.sc.ParsePartitioned(m.Subject())
 		items = append(items, item{
-			staged:      staged{seq: md.Sequence.Stream, data: m.Data(), msgID: m.Headers().Get(subject.HdrMsgID), hdr: m.Headers()},
+			staged:      staged{Seq: md.Sequence.Stream, Data: m.Data(), MsgID: m.Headers().Get(subject.HdrMsgID), Header: m.Headers()},
 			ds:          ds,
 			stamp:       md.Timestamp,
 			msg:         m,

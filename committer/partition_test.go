@@ -290,7 +290,7 @@ func TestAssignPartitionsBalancedAndStable(t *testing.T) {
 // sequence, every item in exactly one group; a batch of one dataset is
 // one group, and an empty one none.
 func TestByDataset(t *testing.T) {
-	at := func(ds string, seq uint64) item { return item{staged: staged{seq: seq}, ds: ds} }
+	at := func(ds string, seq uint64) item { return item{staged: staged{Seq: seq}, ds: ds} }
 	for _, c := range []struct {
 		in   []item
 		want [][]uint64
@@ -307,7 +307,7 @@ func TestByDataset(t *testing.T) {
 				if it.ds != g[0].ds {
 					t.Errorf("group of %s holds an item of %s", g[0].ds, it.ds)
 				}
-				seqs = append(seqs, it.seq)
+				seqs = append(seqs, it.Seq)
 			}
 			got = append(got, seqs)
 		}

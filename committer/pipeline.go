@@ -63,7 +63,7 @@ type appended struct {
 // of the batch that failed with that batch's messages, rolled back (its
 // successor's messages are queued again).
 func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, error) {
-	start := w.st.head
+	start := w.st.Head
 	cur, err := w.decideBatch(ctx, items)
 	if err == nil {
 		err = w.prepare(ctx, cur)
@@ -78,7 +78,7 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 			return nil, err // an injected crash
 		}
 		if res.err != nil {
-			w.st.rollback(cur.m) // and next's decisions with it
+			w.st.Rollback(cur.m) // and next's decisions with it
 			if next != nil {
 				w.requeueFront(next.items)
 			}
@@ -153,14 +153,14 @@ func (w *worker) decideWhileAppending(ctx, runCtx context.Context, cur *pending,
 // since start (nil before the dataset existed).
 func (w *worker) checkpointDue(start *table.Manifest) bool {
 	k := w.c.cfg.CheckpointEvery
-	if k <= 0 || w.st.head == nil {
+	if k <= 0 || w.st.Head == nil {
 		return false
 	}
 	var before uint64
 	if start != nil {
 		before = start.Version()
 	}
-	return w.st.headVersion()/uint64(k) != before/uint64(k)
+	return w.st.HeadVersion()/uint64(k) != before/uint64(k)
 }
 
 // decideBatch decides items against the provisional state, as a batch of
@@ -175,7 +175,7 @@ func (w *worker) decideBatch(ctx context.Context, items []item) (*pending, error
 // injected crash leaves the state as it is: the process is dead).
 func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pending, error) {
 	st := w.st
-	from := st.mark()
+	from := st.Mark()
 	if p == nil {
 		p = &pending{m: from}
 	}
@@ -186,25 +186,25 @@ func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pen
 	q.recs, q.verdicts = slices.Grow(q.recs, len(items)), slices.Grow(q.verdicts, len(items))
 	q.idx, q.encs = slices.Grow(q.idx, len(items)), slices.Grow(q.encs, len(items))
 	for k, in := range items {
-		if in.seq <= st.lastTxnSeq || in.seq <= w.cursor {
+		if in.Seq <= st.LastTxnSeq || in.Seq <= w.cursor {
 			// Decided already (a redelivery): ack only, once the log
 			// agrees that this very message has a decision.
-			if err := st.checkDecided(in.staged); err != nil {
-				st.rollback(from)
+			if err := st.CheckDecided(in.staged); err != nil {
+				st.Rollback(from)
 				return p, fmt.Errorf("%s: %w", w.ds, err)
 			}
 			continue
 		}
-		v := st.decide(ctx, in.staged)
-		if v.broken != nil {
-			st.rollback(from)
-			return p, fmt.Errorf("%s: staged message %d: %w", w.ds, in.seq, v.broken)
+		v := st.Decide(ctx, in.staged)
+		if v.Broken != nil {
+			st.Rollback(from)
+			return p, fmt.Errorf("%s: staged message %d: %w", w.ds, in.Seq, v.Broken)
 		}
-		if v.skip {
+		if v.Skip {
 			continue // the uuid has a decision (a republish): ack only
 		}
-		q.recs, q.verdicts, q.idx = append(q.recs, v.rec), append(q.verdicts, v), append(q.idx, len(p.items)+k)
-		q.encs = append(q.encs, v.encoded())
+		q.recs, q.verdicts, q.idx = append(q.recs, v.Rec), append(q.verdicts, v), append(q.idx, len(p.items)+k)
+		q.encs = append(q.encs, v.Encoded())
 	}
 	if err := w.c.step(StepDecided, w.ds); err != nil {
 		return p, err
@@ -219,15 +219,15 @@ func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pen
 // first. On error the batch is rolled back.
 func (w *worker) prepare(ctx context.Context, p *pending) error {
 	st := w.st
-	if err := w.checkRetention(p.m, st.headVersion()); err != nil {
-		st.rollback(p.m)
+	if err := w.checkRetention(p.m, st.HeadVersion()); err != nil {
+		st.Rollback(p.m)
 		return err
 	}
 	if len(p.recs) == 0 {
 		return nil
 	}
 	if err := w.writeDeletions(ctx, p.verdicts); err != nil {
-		st.rollback(p.m)
+		st.Rollback(p.m)
 		return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
 	}
 	return nil
@@ -242,7 +242,7 @@ func (w *worker) send(ctx context.Context, p *pending) {
 		p.done <- appended{}
 		return
 	}
-	expect, encs := p.m.lastDecSeq, p.encs
+	expect, encs := p.m.LastDecSeq, p.encs
 	go func() {
 		seqs, err := w.append(ctx, expect, encs)
 		p.done <- appended{seqs, err}
@@ -264,9 +264,9 @@ func (w *worker) commitBatch(p *pending, seqs []uint64, next *pending) error {
 		return nil
 	}
 	if next != nil {
-		w.st.commitUnder(p.m, p.recs, seqs, &next.m)
+		w.st.CommitUnder(p.m, p.recs, seqs, &next.m)
 	} else {
-		w.st.commit(p.m, p.recs, seqs)
+		w.st.Commit(p.m, p.recs, seqs)
 	}
 	if err := w.c.step(StepAppended, w.ds); err != nil {
 		return err
@@ -287,7 +287,7 @@ func (w *worker) ack(ctx context.Context, p *pending) error {
 		}
 	}
 	for _, in := range p.items {
-		w.cursor = max(w.cursor, in.seq)
+		w.cursor = max(w.cursor, in.Seq)
 	}
 	return c.step(StepAcked, w.ds)
 }
@@ -300,11 +300,11 @@ func (w *worker) observe(p *pending) {
 		c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
 		c.metrics.latency.Observe(now.Sub(p.items[p.idx[j]].stamp).Seconds())
 		if r.ReadVersion > 0 {
-			c.metrics.readLag.Observe(float64(p.verdicts[j].lag))
+			c.metrics.readLag.Observe(float64(p.verdicts[j].Lag))
 		}
 	}
 	c.metrics.batch.Observe(float64(len(p.recs)))
-	c.setGauge(c.metrics.head, w.ds, float64(w.st.headVersion()))
+	c.setGauge(c.metrics.head, w.ds, float64(w.st.HeadVersion()))
 }
 
 // takeReady takes up to max queued messages, sorted by stream sequence,

@@ -160,14 +160,14 @@ func TestRetentionWaitsForCheckpoint(t *testing.T) {
 		t.Fatalf("committed version %d with checkpoint 10 and 30 records kept", v)
 	}
 	st := loadForTest(t, srv.URL(), cfg, ds) // the state can be rebuilt meanwhile
-	if st.headVersion() < 10 || st.headVersion() >= 40 {
-		t.Errorf("rebuilt head %d while held back", st.headVersion())
+	if st.HeadVersion() < 10 || st.HeadVersion() >= 40 {
+		t.Errorf("rebuilt head %d while held back", st.HeadVersion())
 	}
 	blocked.Store(false)
 	waitVersion(t, js, ds, 50)
 	_ = r.stop(t)
-	if st := loadForTest(t, srv.URL(), cfg, ds); st.headVersion() != 50 {
-		t.Errorf("rebuilt head %d, want 50", st.headVersion())
+	if st := loadForTest(t, srv.URL(), cfg, ds); st.HeadVersion() != 50 {
+		t.Errorf("rebuilt head %d, want 50", st.HeadVersion())
 	}
 }
 

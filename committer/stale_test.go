@@ -62,10 +62,10 @@ func buildStaleLog(t *testing.T, lag int, lim limits) *staleLog {
 		txns = append(txns, appendTxn(newUUID(), uint64(3+i)))
 	}
 	for i, v := range decideAll(t, l.st, &l.h.memHistory, txns...) {
-		if v.rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
-			t.Fatalf("building the log: txn %d: %v", i, v.rec)
+		if v.Rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Fatalf("building the log: txn %d: %v", i, v.Rec)
 		}
-		l.recs = append(l.recs, v.rec)
+		l.recs = append(l.recs, v.Rec)
 	}
 	return l
 }
@@ -79,18 +79,18 @@ func staleTxn() *lancepb.Transaction {
 // sequence.
 func decideOne(t *testing.T, st *state, txn *lancepb.Transaction) *cellguardpb.Decision {
 	t.Helper()
-	seq := st.lastTxnSeq + 1
-	m := st.mark()
-	v := st.decide(t.Context(), staged{seq: seq, data: mustMarshal(t, txn)})
-	if v.skip || v.broken != nil {
-		t.Fatalf("decide: skip=%v broken=%v", v.skip, v.broken)
+	seq := st.LastTxnSeq + 1
+	m := st.Mark()
+	v := st.Decide(t.Context(), staged{Seq: seq, Data: mustMarshal(t, txn)})
+	if v.Skip || v.Broken != nil {
+		t.Fatalf("decide: skip=%v broken=%v", v.Skip, v.Broken)
 	}
-	st.commit(m, []*cellguardpb.Decision{v.rec}, []uint64{seq})
-	return v.rec
+	st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+	return v.Rec
 }
 
 func staleLimits() limits {
-	return limits{maxTxnBytes: 1 << 20, window: 16, maxLag: 100000, maxRebaseLag: 1000, indexBytes: 8 << 20}
+	return limits{MaxTxnBytes: 1 << 20, Window: 16, MaxLag: 100000, MaxRebaseLag: 1000, IndexBytes: 8 << 20}
 }
 
 // TestStaleReadDoesNotReplayTheLag is the regression test for a stale
@@ -101,7 +101,7 @@ func staleLimits() limits {
 func TestStaleReadDoesNotReplayTheLag(t *testing.T) {
 	l := buildStaleLog(t, 5000, staleLimits())
 	st, h := l.st, l.h
-	head := st.headVersion()
+	head := st.HeadVersion()
 	h.reset()
 	rec := decideOne(t, st, staleTxn())
 	if rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED {
@@ -131,15 +131,15 @@ func TestStaleReadAfterRestart(t *testing.T) {
 	const checkpoint = 4000
 	h := l.h
 	st := newState("stale", staleLimits(), h)
-	st.setBase(h.ms[checkpoint])
+	st.SetBase(h.ms[checkpoint])
 	for _, r := range l.recs[checkpoint:] {
 		rec := declog.Record{Seq: r.Version, Dataset: "stale", Outcome: r.Outcome, TxnID: r.TxnUuid, TxnSeq: r.TxnSeq, Version: r.Version, Decision: r}
-		if err := st.advance(t.Context(), rec); err != nil {
+		if err := st.Advance(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st.headVersion() != l.st.headVersion() || st.ix.Horizon() != checkpoint {
-		t.Fatalf("restarted state: head %d, index horizon %d", st.headVersion(), st.ix.Horizon())
+	if st.HeadVersion() != l.st.HeadVersion() || st.ChangeIndex.Horizon() != checkpoint {
+		t.Fatalf("restarted state: head %d, index horizon %d", st.HeadVersion(), st.ChangeIndex.Horizon())
 	}
 	h.reset()
 	rec := decideOne(t, st, staleTxn())
@@ -175,49 +175,9 @@ func TestStaleAcceptedReadTooOld(t *testing.T) {
 	}
 	// Within the bound it lands (reading the transactions since from
 	// older history, beyond the window).
-	rec := decideOne(t, st, withPre(appendTxn(newUUID(), st.headVersion()-500), cellsUnchanged([]int32{1}, wholeFragment(0))))
+	rec := decideOne(t, st, withPre(appendTxn(newUUID(), st.HeadVersion()-500), cellsUnchanged([]int32{1}, wholeFragment(0))))
 	if rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
 		t.Errorf("lag 500: %v, want committed", rec)
-	}
-}
-
-func TestSeqIndex(t *testing.T) {
-	var x seqIndex
-	if x.top() != 0 {
-		t.Fatalf("empty top %d", x.top())
-	}
-	// A rollback on a dataset with no committed version yet (a batch of
-	// rejections whose append failed) truncates an index never pushed to.
-	x.truncate(0)
-	if x.top() != 0 {
-		t.Fatalf("empty top after truncate(0) %d", x.top())
-	}
-	x.push(10)
-	x.push(0)
-	x.set(2, 12)
-	if s, ok := x.at(2); !ok || s != 12 || x.top() != 2 {
-		t.Errorf("at(2) = %d %v, top %d", s, ok, x.top())
-	}
-	x.truncate(1)
-	if _, ok := x.at(2); ok || x.top() != 1 {
-		t.Errorf("after truncate: top %d", x.top())
-	}
-	var y seqIndex
-	y.start(70)
-	if y.top() != 69 {
-		t.Errorf("started at 70: top %d, want 69", y.top())
-	}
-	y.push(700)
-	y.push(710)
-	if s, ok := y.at(71); !ok || s != 710 {
-		t.Errorf("at(71) = %d %v", s, ok)
-	}
-	if _, ok := y.at(69); ok {
-		t.Error("version before the start is indexed")
-	}
-	y.trim(71)
-	if _, ok := y.at(70); ok || y.first != 71 || y.top() != 71 {
-		t.Errorf("after trim: first %d top %d", y.first, y.top())
 	}
 }
 
@@ -281,9 +241,9 @@ func historyWork(c *Committer, ds string) (loads, reads float64) {
 // culprit is certain.
 func TestCulpritRightAfterAForgottenHorizon(t *testing.T) {
 	lim := staleLimits()
-	lim.indexBytes = 1
+	lim.IndexBytes = 1
 	l := buildStaleLog(t, 0, lim)
-	if h := l.st.ix.Horizon(); h != 3 {
+	if h := l.st.ChangeIndex.Horizon(); h != 3 {
 		t.Fatalf("horizon %d, want 3 (the head)", h)
 	}
 	rec := decideOne(t, l.st, staleTxn())

@@ -7,18 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"cellguard/committer/decide"
 	"cellguard/internal/retry"
 )
 
 // errUntrustedLog reports a record of a dataset's decision log that the
-// committer cannot trust: it does not parse, its versions are not
-// contiguous, it does not replay, or it claims to have decided a staging
-// sequence that was never staged (or a message it has no decision for).
-// Deciding on top of such a record could ack a staged message without a
-// decision, so the dataset stops: its worker decides nothing, acks
-// nothing, and says so (DatasetStatuses, the stopped metric, an error
-// log) until the process restarts. Other datasets are not affected.
-var errUntrustedLog = errors.New("committer: decision log cannot be trusted")
+// committer cannot trust (decide.ErrUntrustedLog).
+var errUntrustedLog = decide.ErrUntrustedLog
 
 // DatasetState is where one dataset's worker is.
 type DatasetState string

@@ -20,7 +20,7 @@ func TestStopAbandonsCheckpointWrites(t *testing.T) {
 	waitVersion(t, js, ds, 1)
 	w := r.c.worker(ds)
 	w.mu.Lock()
-	head := w.st.head
+	head := w.st.Head
 	w.mu.Unlock()
 	srv.Stop()
 	for i := range 4 { // more than the writers, so some wait too

@@ -84,30 +84,30 @@ func (s *strays) nextMsg(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 func (s *strays) reject(ctx context.Context, m *jetstream.RawStreamMsg) error {
 	w, c := s.w, s.c
 	st := w.st
-	if m.Sequence > st.lastTxnSeq {
-		mk := st.mark()
-		v := st.decide(ctx, staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID), hdr: m.Header})
-		if v.broken != nil {
-			st.rollback(mk)
-			return fmt.Errorf("committer: stray message %d: %w", m.Sequence, v.broken)
+	if m.Sequence > st.LastTxnSeq {
+		mk := st.Mark()
+		v := st.Decide(ctx, staged{Seq: m.Sequence, Data: m.Data, MsgID: m.Header.Get(subject.HdrMsgID), Header: m.Header})
+		if v.Broken != nil {
+			st.Rollback(mk)
+			return fmt.Errorf("committer: stray message %d: %w", m.Sequence, v.Broken)
 		}
-		if !v.skip {
+		if !v.Skip {
 			tok, nameErr := c.sc.ParseStaged(m.Subject)
-			v.rec.Message = fmt.Sprintf("staged on subject %q: %v; no dataset can have this name (rejections of such messages are logged under %q)", m.Subject, nameErr, subject.StrayDataset)
+			v.Rec.Message = fmt.Sprintf("staged on subject %q: %v; no dataset can have this name (rejections of such messages are logged under %q)", m.Subject, nameErr, subject.StrayDataset)
 			actx, cancel := context.WithTimeout(ctx, appendTimeout)
 			// The message was changed after decide encoded it: encode again.
-			seqs, err := c.dl.Append(actx, subject.StrayDataset, mk.lastDecSeq, []*cellguardpb.Decision{v.rec})
+			seqs, err := c.dl.Append(actx, subject.StrayDataset, mk.LastDecSeq, []*cellguardpb.Decision{v.Rec})
 			cancel()
 			if err != nil {
-				st.rollback(mk)
+				st.Rollback(mk)
 				if cerr := w.catchUp(ctx); cerr != nil {
 					return cerr
 				}
 				return fmt.Errorf("committer: reject stray message %d: %w", m.Sequence, err)
 			}
-			st.commit(mk, []*cellguardpb.Decision{v.rec}, seqs)
-			c.metrics.decisions.WithLabelValues(subject.StrayDataset, outcomeLabel(v.rec), reasonLabel(v.rec)).Inc()
-			c.log.Warn("rejected a staged message on a wildcard subject", "subject", m.Subject, "token", tok, "seq", m.Sequence, "txn", v.rec.TxnUuid)
+			st.Commit(mk, []*cellguardpb.Decision{v.Rec}, seqs)
+			c.metrics.decisions.WithLabelValues(subject.StrayDataset, outcomeLabel(v.Rec), reasonLabel(v.Rec)).Inc()
+			c.log.Warn("rejected a staged message on a wildcard subject", "subject", m.Subject, "token", tok, "seq", m.Sequence, "txn", v.Rec.TxnUuid)
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, logRequestTimeout)

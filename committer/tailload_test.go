@@ -83,10 +83,10 @@ func TestLoadFromCheckpointTail(t *testing.T) {
 	if w.st == nil {
 		t.Fatal("no state")
 	}
-	if got := w.st.versionSeq.seqs; w.st.versionSeq.first != 1 || len(got) != len(want) {
-		t.Errorf("version index %v (first %d), log %v", got, w.st.versionSeq.first, want)
+	if got := w.st.VersionSeq.Seqs; w.st.VersionSeq.First != 1 || len(got) != len(want) {
+		t.Errorf("version index %v (first %d), log %v", got, w.st.VersionSeq.First, want)
 	}
-	if w.st.headVersion() != 14 || !w.st.decided.has(ids[3]) {
-		t.Errorf("head %d, decided(ids[3]) %v", w.st.headVersion(), w.st.decided.has(ids[3]))
+	if w.st.HeadVersion() != 14 || !w.st.Decided.Has(ids[3]) {
+		t.Errorf("head %d, decided(ids[3]) %v", w.st.HeadVersion(), w.st.Decided.Has(ids[3]))
 	}
 }

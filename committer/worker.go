@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/dataplane"
 	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 	"cellguard/internal/subject"
@@ -76,7 +77,7 @@ type item struct {
 
 // sortItems orders items by CG_TXN sequence.
 func sortItems(items []item) {
-	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // stoppedRedelivery is how long the messages of a stopped dataset wait
@@ -117,7 +118,7 @@ func (w *worker) handle(ctx context.Context, items []item) error {
 
 // setLoadedStatus reports a loaded dataset: deciding, or deleted.
 func (w *worker) setLoadedStatus() {
-	if w.st != nil && w.st.deleted != nil {
+	if w.st != nil && w.st.Deleted != nil {
 		w.setStatus(DatasetDeleted, "", "")
 		return
 	}
@@ -149,25 +150,25 @@ func nakItems(items []item, delay time.Duration) {
 func (w *worker) load(ctx context.Context) error {
 	c := w.c
 	lim := limits{
-		maxTxnBytes: c.cfg.MaxTxnBytes, window: c.cfg.Window, retain: c.cfg.RetainVersions,
-		maxLag: c.cfg.MaxReadLag, rules: ruleOptions{policy: c.policy},
-		maxRebaseLag: c.cfg.MaxRebaseLag, indexBytes: c.cfg.IndexBytes, windowBytes: c.cfg.WindowBytes,
-		lanceRoot: c.cfg.LanceRoot, budget: c.budget,
+		MaxTxnBytes: c.cfg.MaxTxnBytes, Window: c.cfg.Window, Retain: c.cfg.RetainVersions,
+		MaxLag: c.cfg.MaxReadLag, Rules: ruleOptions{Policy: c.policy},
+		MaxRebaseLag: c.cfg.MaxRebaseLag, IndexBytes: c.cfg.IndexBytes, WindowBytes: c.cfg.WindowBytes,
+		LanceRoot: c.cfg.LanceRoot, DatasetLocation: dataplane.DatasetLocation, Budget: c.budget,
 	}
 	st := newState(w.ds, lim, nil)
-	st.lim.rules.deletions = datasetDeletions{c: c, st: st}
-	st.older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
+	st.Limits.Rules.Deletions = datasetDeletions{c: c, st: st}
+	st.Older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
 	if err := c.loadState(ctx, st); err != nil {
 		return err
 	}
 	if err := c.loadConfig(ctx, st); err != nil {
 		return err
 	}
-	st.fitBudget()
+	st.FitBudget()
 	w.st = st
-	w.cursor = st.lastTxnSeq
+	w.cursor = st.LastTxnSeq
 	w.needGap = true
-	c.setGauge(c.metrics.head, w.ds, float64(st.headVersion()))
+	c.setGauge(c.metrics.head, w.ds, float64(st.HeadVersion()))
 	return nil
 }
 
@@ -187,13 +188,13 @@ const maxFill = 256
 func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 	top := uint64(math.MaxUint64)
 	if len(items) > 0 {
-		top = items[len(items)-1].seq
+		top = items[len(items)-1].Seq
 	}
 	have := make(map[uint64]bool, len(items))
 	for _, it := range items {
-		have[it.seq] = true
+		have[it.Seq] = true
 	}
-	from := max(w.cursor, w.st.lastTxnSeq) + 1
+	from := max(w.cursor, w.st.LastTxnSeq) + 1
 	var extra []item
 	capped := uint64(math.MaxUint64) // the last sequence read where a filter hit maxFill
 	for _, filter := range w.c.stagedFilters(w.ds) {
@@ -216,7 +217,7 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 			if !have[m.Sequence] {
 				have[m.Sequence] = true
 				extra = append(extra, item{
-					staged: staged{seq: m.Sequence, data: m.Data, msgID: m.Header.Get(subject.HdrMsgID), hdr: m.Header},
+					staged: staged{Seq: m.Sequence, Data: m.Data, MsgID: m.Header.Get(subject.HdrMsgID), Header: m.Header},
 					ds:     w.ds, stamp: m.Time,
 				})
 			}
@@ -233,7 +234,7 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 	// may be missing: hand back everything after it for later.
 	cut := len(all)
 	for i, it := range all {
-		if it.seq > capped {
+		if it.Seq > capped {
 			cut = i
 			break
 		}
@@ -313,7 +314,7 @@ func (w *worker) process(runCtx context.Context, items []item) error {
 // the stages). On error the state is rolled back to what it was before
 // the attempt.
 func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
-	start := w.st.head
+	start := w.st.Head
 	p, err := w.decideBatch(ctx, items)
 	if err == nil {
 		err = w.prepare(ctx, p)
@@ -324,7 +325,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 	w.send(ctx, p)
 	res := <-p.done
 	if res.err != nil {
-		w.st.rollback(p.m)
+		w.st.Rollback(p.m)
 		return res.err
 	}
 	if err := w.finish(ctx, p, res.seqs); err != nil {
@@ -381,7 +382,7 @@ func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encode
 func (w *worker) ackDecided(items []item) {
 	for _, it := range items {
 		switch {
-		case it.seq <= w.st.lastTxnSeq:
+		case it.Seq <= w.st.LastTxnSeq:
 			w.c.settle(context.Background(), it)
 		case it.msg != nil:
 			_ = it.msg.Nak()
@@ -395,16 +396,16 @@ func (w *worker) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st := w.st
-	from := st.lastDecSeq + 1
-	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, func(r declog.Record) error { return st.replay(ctx, r) })
+	from := st.LastDecSeq + 1
+	err := w.c.scanLog(ctx, w.c.sc.DecOf(w.ds), &from, false, func(r declog.Record) error { return st.Replay(ctx, r) })
 	if err != nil {
 		return untrusted(err)
 	}
 	if err := w.c.checkStagedSeq(ctx, st); err != nil {
 		return err
 	}
-	w.cursor = max(w.cursor, st.lastTxnSeq)
-	w.c.setGauge(w.c.metrics.head, w.ds, float64(st.headVersion()))
+	w.cursor = max(w.cursor, st.LastTxnSeq)
+	w.c.setGauge(w.c.metrics.head, w.ds, float64(st.HeadVersion()))
 	return nil
 }
 

@@ -234,6 +234,15 @@ func (a *applier) createIndices(list []*lancepb.IndexMetadata, op *lancepb.Trans
 			// Lance opens the index to learn its coverage; cellguard cannot.
 			return nil, a.invalid("new index %d (%q) has no fragment bitmap", i, idx.GetName())
 		}
+		if bm, present, err := indexFragments(idx); err != nil {
+			return nil, a.invalid("new index %d: %v", i, err)
+		} else if present && !bm.IsEmpty() {
+			// A fragment id the table never used would be taken by a later
+			// append, and the index would claim rows it never indexed.
+			if maxID, ok := a.head.MaxFragmentID(); !ok || bm.Maximum() > maxID {
+				return nil, a.invalid("new index %d (%q) covers fragment %d, which the table never had", i, idx.GetName(), bm.Maximum())
+			}
+		}
 		u := string(idx.GetUuid().GetUuid())
 		if news[u] {
 			return nil, a.invalid("new index %d (%q): uuid %s appears twice", i, idx.GetName(), uuidString([]byte(u)))

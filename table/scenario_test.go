@@ -248,5 +248,12 @@ func describeManifest(m *table.Manifest) string {
 			fmt.Fprintf(&b, " overlay%v", o.GetDataFile().GetFields())
 		}
 	}
+	for _, ix := range m.Indices() {
+		frags := "none"
+		if bm, err := table.DecodeBitmap(ix.GetFragmentBitmap()); err == nil {
+			frags = fmt.Sprint(bm.ToArray())
+		}
+		fmt.Fprintf(&b, "\nindex %s fields=%v fragments=%s", ix.GetName(), ix.GetFields(), frags)
+	}
 	return b.String()
 }

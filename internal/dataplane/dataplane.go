@@ -16,7 +16,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"cellguard/internal/publish"
+	"cellguard/internal/location"
+	"cellguard/internal/logrec"
 	"cellguard/proto/lancepb"
 	"cellguard/table/data"
 )
@@ -31,8 +32,8 @@ type Blob struct {
 // Location is one dataset location: it reads (and caches) deletion files
 // and stores new ones create-if-absent.
 type Location struct {
-	read  *data.Store       // over write's bucket
-	write *publish.Location // owns the bucket
+	read  *data.Store        // over write's bucket
+	write *location.Location // owns the bucket
 }
 
 // Open returns the dataset location at url, opening it on first use.
@@ -42,7 +43,7 @@ func (b *Blob) Open(ctx context.Context, url string) (*Location, error) {
 	if s, ok := b.stores[url]; ok {
 		return s, nil
 	}
-	loc, err := publish.OpenLocation(ctx, url, true)
+	loc, err := location.OpenLocation(ctx, url, true)
 	if err != nil {
 		return nil, err
 	}
@@ -77,20 +78,20 @@ func (l *Location) DeletionVector(ctx context.Context, fragmentID uint64, df *la
 // deletion file's name embeds a random id and its content is fixed by the
 // decision that named it (a retry after a crash writes the same bytes).
 func (l *Location) CreateIfAbsent(ctx context.Context, key string, b []byte) error {
-	if err := l.write.CreateIfAbsent(ctx, key, b); err != nil && !publish.IsExists(err) {
+	if err := l.write.CreateIfAbsent(ctx, key, b); err != nil && !location.IsExists(err) {
 		return err
 	}
 	return nil
 }
 
 // JoinLocation is the location of dataset ds under a root URL or path.
-func JoinLocation(root, ds string) (string, error) { return publish.JoinLocation(root, ds) }
+func JoinLocation(root, ds string) (string, error) { return location.JoinLocation(root, ds) }
 
 // DatasetLocation is the location of a dataset published under a Lance
 // root: <root>/<ds>.lance, the directory lancedb.connect(root) opens as
 // table ds.
-func DatasetLocation(root, ds string) (string, error) { return publish.DatasetLocation(root, ds) }
+func DatasetLocation(root, ds string) (string, error) { return location.DatasetLocation(root, ds) }
 
 // DefaultStorageVersion is the Lance data storage version of tables
 // cellguard creates.
-const DefaultStorageVersion = publish.DefaultStorageVersion
+const DefaultStorageVersion = logrec.DefaultStorageVersion

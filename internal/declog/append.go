@@ -83,7 +83,7 @@ func (l *Log) batch(ds string, expect uint64, encs []Encoded) ([]*nats.Msg, erro
 		if d := e.Decision; d.GetDataset() != ds {
 			return nil, fmt.Errorf("declog: append to %s: decision of %q", ds, d.GetDataset())
 		}
-		m, err := e.Message(l.sc)
+		m, err := encodedMessage(l.sc, e)
 		if err != nil {
 			return nil, err
 		}

@@ -15,30 +15,6 @@ import (
 	"cellguard/table"
 )
 
-// Checkpoint is a trusted manifest snapshot: the manifest of Version and
-// the log positions it was taken at.
-type Checkpoint struct {
-	Dataset  string
-	Version  uint64
-	DecSeq   uint64 // CG_DEC sequence of the committed record of Version
-	TxnSeq   uint64 // highest CG_TXN sequence decided by then
-	Manifest *table.Manifest
-	// Log, when set, is what the writer knew of the log up to DecSeq (a
-	// committer's decided ids and version index), so a load can read
-	// only the records after DecSeq.
-	Log *LogState
-}
-
-// LogState is the part of a committer's state that a full pass over the
-// log would rebuild: the ids decided up to a sequence and the log
-// sequence of each committed version.
-type LogState struct {
-	UUIDs      [][16]byte // decided transaction uuids
-	IDs        []string   // decided ids that are not uuids
-	IndexFirst uint64     // version of IndexSeqs[0]
-	IndexSeqs  []uint64
-}
-
 // bucket returns the checkpoint store, or nil if it does not exist yet.
 func (l *Log) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 	l.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/logrec"
 	"cellguard/internal/subject"
 )
 
@@ -18,7 +19,7 @@ import (
 var (
 	// ErrMalformedRecord reports a log message that is not a valid
 	// decision record (bad subject, header or body).
-	ErrMalformedRecord = errors.New("malformed decision record")
+	ErrMalformedRecord = logrec.ErrMalformedRecord
 	// ErrUntrustedCheckpoint reports a checkpoint that fails the trust
 	// rule; readers replay from the start instead.
 	ErrUntrustedCheckpoint = errors.New("untrusted checkpoint")

@@ -3,49 +3,13 @@ package declog
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
-	"cellguard/proto/lancepb"
 )
-
-// Record is one decision read from the log. Read headers-only, Decision
-// is nil and the other fields come from the subject and the headers.
-type Record struct {
-	Seq      uint64 // CG_DEC stream sequence
-	Dataset  string
-	Outcome  cellguardpb.Outcome
-	TxnID    string
-	TxnSeq   uint64 // CG_TXN sequence of the staged message decided
-	Version  uint64 // committed records only
-	Decision *cellguardpb.Decision
-	// Time is when the log stored the record (the server's clock); zero
-	// when the read did not carry it.
-	Time time.Time
-}
-
-// Committed reports whether the record commits a version.
-func (r Record) Committed() bool { return r.Outcome == cellguardpb.Outcome_OUTCOME_COMMITTED }
-
-// Deleted reports whether the record is the dataset's tombstone.
-func (r Record) Deleted() bool { return r.Outcome == cellguardpb.Outcome_OUTCOME_DELETED }
-
-// Txn decodes the transaction the record carries: as committed for a
-// committed record, as staged for a rejected one.
-func (r Record) Txn() (*lancepb.Transaction, error) {
-	if r.Decision == nil {
-		return nil, fmt.Errorf("declog: record %d: %w: read headers only", r.Seq, ErrMalformedRecord)
-	}
-	txn := &lancepb.Transaction{}
-	if err := proto.Unmarshal(r.Decision.GetTransaction(), txn); err != nil {
-		return nil, fmt.Errorf("declog: record %d: %w: decode transaction: %v", r.Seq, ErrMalformedRecord, err)
-	}
-	return txn, nil
-}
 
 // Parse reads the log message at seq. A nil data reads headers only;
 // otherwise the body is decoded and must agree with subject and headers.
@@ -105,26 +69,6 @@ func parseHeaders(r *Record, h nats.Header) error {
 	return nil
 }
 
-// Encoded is a decision with the body the log stores for it, encoded
-// once: Append sends Body as it is, however often it is retried. Body nil
-// means not encoded yet.
-type Encoded struct {
-	Decision *cellguardpb.Decision
-	Body     []byte
-}
-
-// Encode encodes d once, for AppendEncoded.
-func Encode(d *cellguardpb.Decision) (Encoded, error) {
-	if plainDecision(d) {
-		return Encoded{Decision: d, Body: encodePlain(d)}, nil
-	}
-	body, err := proto.Marshal(d)
-	if err != nil {
-		return Encoded{}, fmt.Errorf("declog: encode decision: %w", err)
-	}
-	return Encoded{Decision: d, Body: body}, nil
-}
-
 // Message builds the log message of one decision: the subject of its
 // outcome, the body, and the headers a headers-only reader needs, with a
 // Nats-Msg-Id derived from the dataset and the transaction uuid (a
@@ -134,12 +78,12 @@ func Message(sc subject.Scheme, d *cellguardpb.Decision) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.Message(sc)
+	return encodedMessage(sc, e)
 }
 
-// Message builds the log message of e (see the function Message), with
+// encodedMessage builds the log message of e (see Message), with
 // e.Body as the message body; a nil Body is encoded now.
-func (e Encoded) Message(sc subject.Scheme) (*nats.Msg, error) {
+func encodedMessage(sc subject.Scheme, e Encoded) (*nats.Msg, error) {
 	d, body := e.Decision, e.Body
 	if body == nil {
 		enc, err := Encode(d)

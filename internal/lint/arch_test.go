@@ -3,11 +3,13 @@
 package lint
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -36,6 +38,15 @@ var pureExceptions = map[string]map[string]string{
 		// stay a function of the inputs, only the sharing differs.
 		"sync/atomic": "the tail buffer's claim",
 	},
+	// Generated messages: protoimpl's lazily built descriptors (a
+	// sync.Once per file), the same for every run.
+	"proto/lancepb":     {"sync": "generated descriptors"},
+	"proto/cellguardpb": {"sync": "generated descriptors"},
+	"internal/logrec": {
+		// Record.Time carries when the log stored a record, a value read
+		// from the log; the package never reads the clock.
+		"time": "the type of Record.Time",
+	},
 }
 
 // pureModules are the only third-party module prefixes a pure package may use.
@@ -46,34 +57,63 @@ var pureModules = []string{
 
 // pureOwn are the project packages a pure package may import.
 var pureOwn = map[string][]string{
-	"evaluator":       {"cellguard/table", "cellguard/proto/lancepb"},
-	"table":           {"cellguard/proto/lancepb", "cellguard/internal/pbwire"},
-	"internal/pbwire": nil,
+	"evaluator":        {"cellguard/table", "cellguard/proto/lancepb"},
+	"table":            {"cellguard/proto/lancepb", "cellguard/internal/pbwire"},
+	"internal/pbwire":  nil,
+	"internal/subject": nil,
+	// The decision log's records as values, below declog and the core.
+	"internal/logrec": {"cellguard/internal/pbwire", "cellguard/internal/subject", "cellguard/proto/cellguardpb",
+		"cellguard/proto/lancepb", "cellguard/table"},
+	// The decision core: the state and every rule that decides.
+	"committer/decide": {"cellguard/evaluator", "cellguard/internal/logrec", "cellguard/internal/subject",
+		"cellguard/proto/cellguardpb", "cellguard/proto/lancepb", "cellguard/table"},
+	// Generated messages.
+	"proto/lancepb":     nil,
+	"proto/cellguardpb": nil,
 	// Scenario scripts' transactions: built from text, nothing else.
 	"internal/txnscript": {"cellguard/evaluator", "cellguard/proto/lancepb"},
 }
 
 func TestPurePackages(t *testing.T) {
-	root := repoRoot(t)
-	for pkg, own := range pureOwn {
+	g := projectGraph(t)
+	for pkg := range pureOwn {
 		t.Run(pkg, func(t *testing.T) {
-			imports, goStmts := scanPackage(t, filepath.Join(root, pkg), false)
-			if len(imports) == 0 {
+			if _, ok := g.imports[module+"/"+pkg]; !ok {
 				t.Skipf("package %s has no source yet", pkg)
 			}
-			for _, imp := range imports {
-				if _, ok := pureExceptions[pkg][imp]; ok {
-					continue
-				}
-				if why := pureImportProblem(imp, own); why != "" {
-					t.Errorf("%s imports %q: %s (rule: %s stays a deterministic function of its inputs)", pkg, imp, why, pkg)
-				}
-			}
-			for _, pos := range goStmts {
-				t.Errorf("%s starts a goroutine at %s (rule: pure packages never start goroutines)", pkg, pos)
+			for _, p := range pureProblems(g, pkg) {
+				t.Errorf("%s (rule: %s stays a deterministic function of its inputs, and so does all it reaches)", p, pkg)
 			}
 		})
 	}
+}
+
+// pureProblems checks pure package pkg and every project package it
+// reaches: each must itself be pure (in pureOwn), import only what its
+// entry allows, and start no goroutine. A problem names the import path
+// from pkg.
+func pureProblems(g graph, pkg string) []string {
+	var out []string
+	for _, r := range g.reach(module + "/" + pkg) {
+		q := strings.TrimPrefix(r.pkg, module+"/")
+		own, pure := pureOwn[q]
+		if !pure {
+			out = append(out, fmt.Sprintf("%s reaches %s, which is not a pure package", pkg, r.path()))
+			continue
+		}
+		for _, imp := range g.imports[r.pkg] {
+			if _, ok := pureExceptions[q][imp]; ok {
+				continue
+			}
+			if why := pureImportProblem(imp, own); why != "" {
+				out = append(out, fmt.Sprintf("%s imports %q: %s", r.path(), imp, why))
+			}
+		}
+		for _, pos := range g.goStmts[r.pkg] {
+			out = append(out, fmt.Sprintf("%s starts a goroutine at %s", r.path(), pos))
+		}
+	}
+	return out
 }
 
 func pureImportProblem(imp string, own []string) string {
@@ -99,33 +139,185 @@ func pureImportProblem(imp string, own []string) string {
 }
 
 // sdkForbidden lists, for each SDK package (and the committer), project
-// packages it must not import: the two SDKs stay independent (what they
-// share lives in rejection), rejection depends on nothing but the decision
-// record, and the committer sees the data plane through an interface.
+// packages it must not reach through any path: the two SDKs stay
+// independent (what they share lives in rejection), rejection depends on
+// nothing but the decision record, and the committer (the server) never
+// links the worker SDK or publishes.
 var sdkForbidden = map[string][]string{
 	"events":    {"cellguard/producer", "cellguard/committer", "cellguard/table/data"},
 	"producer":  {"cellguard/events", "cellguard/committer", "cellguard/table/data"},
 	"rejection": {"cellguard/producer", "cellguard/events", "cellguard/table", "cellguard/internal/declog"},
-	// The committer reaches data files only through its injected
-	// DataPlane (internal/dataplane by default), and never publishes.
-	"committer": {"cellguard/table/data", "cellguard/internal/publish"},
+	"committer": {"cellguard/internal/publish", "cellguard/producer", "cellguard/events"},
+}
+
+// directForbidden lists imports a package must not make itself, though
+// it may reach them through another: the committer reads data files only
+// through its injected DataPlane (internal/dataplane by default).
+var directForbidden = map[string][]string{
+	"committer": {"cellguard/table/data"},
 }
 
 func TestSDKImports(t *testing.T) {
-	root := repoRoot(t)
+	g := projectGraph(t)
 	for pkg, forbidden := range sdkForbidden {
-		imports, _ := scanPackage(t, filepath.Join(root, pkg), false)
-		if len(imports) == 0 {
+		if len(g.imports[module+"/"+pkg]) == 0 {
 			t.Errorf("package %s has no imports: has it moved?", pkg)
 		}
-		for _, imp := range imports {
-			for _, bad := range forbidden {
-				if imp == bad {
-					t.Errorf("%s imports %s (rule: see sdkForbidden)", pkg, imp)
-				}
+		for _, p := range reachProblems(g, pkg, forbidden) {
+			t.Errorf("%s (rule: see sdkForbidden)", p)
+		}
+	}
+	for pkg, forbidden := range directForbidden {
+		for _, imp := range g.imports[module+"/"+pkg] {
+			if slices.Contains(forbidden, imp) {
+				t.Errorf("%s imports %s (rule: see directForbidden)", pkg, imp)
 			}
 		}
 	}
+}
+
+// reachProblems names each forbidden package pkg reaches, with the path.
+func reachProblems(g graph, pkg string, forbidden []string) []string {
+	var out []string
+	for _, r := range g.reach(module + "/" + pkg) {
+		if slices.Contains(forbidden, r.pkg) {
+			out = append(out, fmt.Sprintf("%s reaches %s", pkg, r.path()))
+		}
+	}
+	return out
+}
+
+// lowerLayers are the packages below the SDKs and the server: no arrow
+// from them runs up to a package of upperLayers.
+var (
+	lowerLayers = []string{"internal/", "table", "evaluator", "lancefile", "rejection", "proto/"}
+	upperLayers = []string{"cellguard/producer", "cellguard/events", "cellguard/committer", "cellguard/cmd/"}
+)
+
+func TestNoUpwardArrow(t *testing.T) {
+	g := projectGraph(t)
+	for _, p := range upwardProblems(g) {
+		t.Errorf("%s (rule: packages below the SDKs and the server never reach them)", p)
+	}
+}
+
+func upwardProblems(g graph) []string {
+	var out []string
+	for _, pkg := range g.packages() {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if !hasAnyPrefix(rel, lowerLayers) {
+			continue
+		}
+		for _, r := range g.reach(pkg) {
+			if r.pkg != pkg && hasAnyPrefix(r.pkg, upperLayers) {
+				out = append(out, fmt.Sprintf("%s reaches %s", rel, r.path()))
+			}
+		}
+	}
+	return out
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if s == strings.TrimSuffix(p, "/") || strings.HasPrefix(s, p) || !strings.HasSuffix(p, "/") && strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// graph is the project's import graph: for each project package, its
+// non-test imports (sorted) and the positions of its go statements.
+type graph struct {
+	imports map[string][]string
+	goStmts map[string][]string
+}
+
+// reached is a package reached from another, with the path to it.
+type reached struct {
+	pkg string
+	via []string // from the start to pkg, both included
+}
+
+func (r reached) path() string {
+	short := make([]string, len(r.via))
+	for i, p := range r.via {
+		short[i] = strings.TrimPrefix(p, module+"/")
+	}
+	return strings.Join(short, " → ")
+}
+
+// reach returns every project package reachable from pkg (pkg first),
+// each with a shortest path, in breadth-first order.
+func (g graph) reach(pkg string) []reached {
+	seen := map[string]bool{pkg: true}
+	out := []reached{{pkg: pkg, via: []string{pkg}}}
+	for i := 0; i < len(out); i++ {
+		for _, imp := range g.imports[out[i].pkg] {
+			if seen[imp] || !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			seen[imp] = true
+			out = append(out, reached{pkg: imp, via: append(slices.Clone(out[i].via), imp)})
+		}
+	}
+	return out
+}
+
+func (g graph) packages() []string {
+	out := make([]string, 0, len(g.imports))
+	for p := range g.imports {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// projectGraph scans every package directory of the repository.
+func projectGraph(t *testing.T) graph {
+	t.Helper()
+	root := repoRoot(t)
+	g := graph{imports: map[string][]string{}, goStmts: map[string][]string{}}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, path)
+		imports, goStmts := scanPackage(t, path, false)
+		if !hasGoFiles(t, path) {
+			return nil
+		}
+		pkg := module
+		if rel != "." {
+			pkg += "/" + filepath.ToSlash(rel)
+		}
+		g.imports[pkg], g.goStmts[pkg] = imports, goStmts
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func hasGoFiles(t *testing.T, dir string) bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
+			return true
+		}
+	}
+	return false
 }
 
 func TestFlagOnlyInCmd(t *testing.T) {
@@ -227,5 +419,47 @@ func TestPureImportProblem(t *testing.T) {
 		if got := pureImportProblem(imp, own) != ""; got != bad {
 			t.Errorf("pureImportProblem(%q) flagged = %v, want %v", imp, got, bad)
 		}
+	}
+}
+
+// TestCheckersReportViolations runs the checkers over a small synthetic
+// graph with the arrows this lint exists to refuse: a server reaching
+// the worker SDK through two internal packages, a low package reaching
+// up, and a pure package reaching, through a pure one, a package that
+// reads the clock. Each must be reported with its path.
+func TestCheckersReportViolations(t *testing.T) {
+	m := func(p string) string { return module + "/" + p }
+	g := graph{imports: map[string][]string{
+		m("committer"):          {m("internal/dataplane"), "context"},
+		m("internal/dataplane"): {m("internal/publish")},
+		m("internal/publish"):   {m("producer")},
+		m("producer"):           {m("internal/subject")},
+		m("internal/subject"):   {"strings"},
+		m("evaluator"):          {m("table"), m("proto/lancepb")},
+		m("table"):              {m("internal/pbwire"), m("proto/lancepb")},
+		m("internal/pbwire"):    {m("internal/clock")},
+		m("internal/clock"):     {"time"},
+		m("proto/lancepb"):      nil,
+	}, goStmts: map[string][]string{}}
+
+	got := reachProblems(g, "committer", sdkForbidden["committer"])
+	want := "committer reaches committer → internal/dataplane → internal/publish → producer"
+	if !slices.Contains(got, want) {
+		t.Errorf("reachProblems = %q; want it to contain %q", got, want)
+	}
+	if got := upwardProblems(g); !slices.Contains(got, "internal/dataplane reaches internal/dataplane → internal/publish → producer") {
+		t.Errorf("upwardProblems = %q; want the arrow from internal/dataplane up to producer", got)
+	}
+	got = pureProblems(g, "evaluator")
+	want = "evaluator reaches evaluator → table → internal/pbwire → internal/clock, which is not a pure package"
+	if !slices.Contains(got, want) {
+		t.Errorf("pureProblems = %q; want it to contain %q", got, want)
+	}
+	// Without the upward arrows, nothing is reported.
+	g.imports[m("internal/dataplane")] = nil
+	g.imports[m("internal/publish")] = nil
+	g.imports[m("internal/pbwire")] = nil
+	if got := append(reachProblems(g, "committer", sdkForbidden["committer"]), append(upwardProblems(g), pureProblems(g, "evaluator")...)...); len(got) > 0 {
+		t.Errorf("clean graph reported %q", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/subject"
-	"cellguard/producer"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -176,13 +175,22 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
+// Stager is what Adopt needs of a producer (*producer.Client): the
+// subject prefix, the JetStream it stages through, and a transaction's
+// outcome.
+type Stager interface {
+	Prefix() string
+	JetStream() jetstream.JetStream
+	Outcome(ctx context.Context, ds, txnID string, readVersion uint64) (uint64, error)
+}
+
 // Adopt starts dataset ds from the latest version of the Lance table at
 // location: it checks the table (ReadAdoption), stages the adoption
 // (declog.AdoptProperty) under the uuid of the transaction Lance committed
 // at that version, and waits for the committer's decision. It returns the
 // adopted version; the next commit through cellguard is that version + 1.
 // Staging again after a lost answer is safe: the uuid is decided once.
-func Adopt(ctx context.Context, pc *producer.Client, ds, location string) (uint64, error) {
+func Adopt(ctx context.Context, pc Stager, ds, location string) (uint64, error) {
 	if err := subject.Validate(ds); err != nil {
 		return 0, err
 	}

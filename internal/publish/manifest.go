@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"cellguard/internal/logrec"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 )
@@ -37,10 +38,9 @@ const (
 	knownFlags        = flagDeletionFiles | flagStableRowIDs | flagV2Format | flagTableConfig | flagOverlays
 )
 
-// DefaultStorageVersion is the data storage version of new datasets
-// cellguard creates (`cellguard dataset create`): LanceDB 0.39's (Lance
-// 12's) default. LanceDB 0.31 reads and appends to such tables too.
-const DefaultStorageVersion = "2.2"
+// DefaultStorageVersion is the data storage version of tables cellguard
+// creates: LanceDB 0.31's default.
+const DefaultStorageVersion = logrec.DefaultStorageVersion
 
 // writerVersion is what published manifests name as their writer. Lance
 // consults the writer version only to work around bugs of older Lance

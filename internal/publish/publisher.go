@@ -228,11 +228,11 @@ func (p *Publisher) Publish(ctx context.Context, m *table.Manifest, txn *lancepb
 		return fmt.Errorf("%w: %v", ErrUnpublishable, err)
 	}
 	tkey := transactionsDir + f.Manifest.GetTransactionFile()
-	if err := p.loc.createIfAbsent(ctx, tkey, tb); err != nil && !IsExists(err) {
+	if err := p.loc.CreateIfAbsent(ctx, tkey, tb); err != nil && !IsExists(err) {
 		return fmt.Errorf("publish %s@%d: write %s: %w", p.ds, m.Version(), tkey, err)
 	}
 	mkey := versionsDir + table.ManifestFileName(m.Version(), true)
-	err = p.loc.createIfAbsent(ctx, mkey, mb)
+	err = p.loc.CreateIfAbsent(ctx, mkey, mb)
 	if IsExists(err) {
 		f, rerr := ReadVersion(ctx, p.loc, m.Version())
 		if rerr != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"gocloud.dev/blob"
+
+	"cellguard/internal/location"
 )
 
 // ErrDatasetDeleted reports a dataset whose decision log holds its
@@ -20,7 +22,7 @@ var ErrDatasetDeleted = errors.New("publish: dataset deleted")
 // dataset's directory may be purged: a running publisher would write it
 // again.
 func Purge(ctx context.Context, urlstr string) (int, error) {
-	_, dir, err := bucketURL(urlstr, false)
+	dir, err := location.LocalDir(urlstr)
 	if err != nil {
 		return 0, err
 	}

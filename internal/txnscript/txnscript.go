@@ -37,7 +37,7 @@ const Operations = `  overwrite [frags=N] [rows=N]      create (or replace) the 
   delete frag=N[,N]                 delete whole fragments
   replace frag=N field=F            a new data file for field F (DataReplacement)
   overlay frag=N field=F rows=A-B   new values of F at some rows (DataOverlay)
-  index field=F name=NAME           a CreateIndex over F
+  index field=F name=NAME [frag=N[,N]]  a CreateIndex over F, covering fragments (default 0)
   project fields=F[,F]              keep only these fields (Project)
   restore version=V                 restore an older version
   empty                             a transaction with no operation
@@ -145,8 +145,24 @@ func (b *Builder) operation(txn *lancepb.Transaction, op string, args map[string
 	case "index":
 		f := field()
 		id := sha256.Sum256([]byte("index " + args["name"]))
+		if _, ok := args["frag"]; !ok {
+			args["frag"] = "0"
+		}
+		covered, e := uintList(args, "frag")
+		if e != nil {
+			return e
+		}
+		bm := roaring.New()
+		for _, c := range covered {
+			bm.Add(uint32(c))
+		}
+		cover, e := bm.ToBytes()
+		if e != nil {
+			return e
+		}
 		txn.Operation = &lancepb.Transaction_CreateIndex_{CreateIndex: &lancepb.Transaction_CreateIndex{NewIndices: []*lancepb.IndexMetadata{{
 			Uuid: &lancepb.UUID{Uuid: id[:16]}, Fields: []int32{f}, Name: args["name"], DatasetVersion: txn.GetReadVersion(),
+			FragmentBitmap: cover,
 		}}}}
 	case "project":
 		var keep []*lancepb.Field
