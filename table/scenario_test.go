@@ -201,7 +201,9 @@ func (sc *tableScenario) label(uuid string) string {
 
 var scenarioUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
-func (sc *tableScenario) relabel(s string) string { return scenarioUUID.ReplaceAllStringFunc(s, sc.label) }
+func (sc *tableScenario) relabel(s string) string {
+	return scenarioUUID.ReplaceAllStringFunc(s, sc.label)
+}
 
 // describeOp prints what a transaction does, briefly.
 func describeOp(txn *lancepb.Transaction) string {
