@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: certs rules-test demo test test-quick test-long test-nemesis check fmt vet race tidy-check proto proto-check bench build fuzz
+.PHONY: strace-tool certs rules-test demo test test-quick test-long test-nemesis check fmt vet race tidy-check proto proto-check bench build fuzz
 
 build:
 	$(GO) build -o bin/cellguard ./cmd/cellguard
@@ -41,7 +41,7 @@ test-long:
 ## under seeded faults (committer and server SIGKILL and SIGSTOP, all
 ## servers killed at once), then the checker; and the fsync-before-ack
 ## traces of the embedded server and the shipped cluster configs.
-test-nemesis:
+test-nemesis: strace-tool
 	CELLGUARD_REQUIRE_STRACE=1 $(GO) test -count=1 -timeout 20m ./cmd/cellguard ./deploy -run 'SyncsBeforeAck'
 	$(GO) test -count=1 -timeout 30m -v ./cmd/cellguard -run TestNemesis -args -nemesis -nemesis.duration=5m -nemesis.seed=1
 	$(GO) test -count=1 -timeout 30m -v ./cmd/cellguard -run TestNemesis -args -nemesis -nemesis.duration=2m -nemesis.seed=2
@@ -63,9 +63,15 @@ vet:
 
 # CELLGUARD_REQUIRE_STRACE: the fsync-before-ack trace check
 # (cmd/cellguard TestEmbeddedSyncsBeforeAck) fails instead of skipping
-# when strace is missing (apt-get install strace).
-race:
+# when strace is missing; strace-tool installs it with apt-get when it can.
+race: strace-tool
 	CELLGUARD_REQUIRE_STRACE=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+strace-tool:
+	@command -v strace >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace) >/dev/null; \
+		else echo "strace is needed by the sync check: install it (apt-get install strace)"; exit 1; fi; }
 
 tidy-check:
 	$(GO) mod tidy -diff
