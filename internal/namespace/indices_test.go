@@ -42,9 +42,6 @@ func TestLanceDBIndexLifecycle(t *testing.T) {
 }
 
 func testIndexLifecycle(t *testing.T, lv lancedbtest.Version) {
-	if lv.Name == lancedbtest.Lance12.Name {
-		t.Skip("LanceDB 0.39 cannot create a table through the namespace yet (its create ends in 'commit result unknown'); this subtest runs once the Lance 12 namespace protocol lands")
-	}
 	e := newEnv(t, envOptions{})
 	var got, local struct{ Steps []indexStep }
 	lv.Run(t, lancedbtest.Prelude+indicesJS, map[string]any{"uri": e.url, "table": "ix"}, &got)
