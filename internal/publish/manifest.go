@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -119,7 +120,27 @@ func txnID(f *table.ManifestFile) string {
 // Versions lists the main-line versions present in the location's
 // `_versions/`, in either naming scheme, ascending. Staging and detached
 // manifests and other files are ignored, as Lance ignores them.
+//
+// A local listing stats every entry, so a file that another writer renames
+// away in between (a temporary file of Lance's or ours) fails the listing
+// with NotFound; the listing is then taken again, a bounded number of times.
 func Versions(ctx context.Context, loc *Location) ([]uint64, error) {
+	const attempts = 8
+	var err error
+	for range attempts {
+		var vs []uint64
+		vs, err = listVersions(ctx, loc)
+		if err == nil {
+			return vs, nil
+		}
+		if gcerrors.Code(err) != gcerrors.NotFound || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: list %s in %s: %v", ErrLocation, versionsDir, loc.URL, err)
+}
+
+func listVersions(ctx context.Context, loc *Location) ([]uint64, error) {
 	it := loc.Bucket.List(&blob.ListOptions{Prefix: versionsDir})
 	var vs []uint64
 	for {
@@ -128,7 +149,7 @@ func Versions(ctx context.Context, loc *Location) ([]uint64, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: list %s in %s: %v", ErrLocation, versionsDir, loc.URL, err)
+			return nil, err
 		}
 		if v, ok := table.ParseManifestFileName(obj.Key); ok {
 			vs = append(vs, v)
