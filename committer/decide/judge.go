@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -39,7 +40,7 @@ func (s *State) Decide(ctx context.Context, in Staged) Verdict {
 	if rej != nil {
 		rec.Outcome = cellguardpb.Outcome_OUTCOME_REJECTED
 		rec.Reason = rej.reason
-		rec.Message = rej.msg
+		rec.Message = stableText(rej.msg)
 		rec.Violations = rej.violations
 		rec.ConflictVersion, rec.ConflictTxnUuid = rej.conflictVersion, rej.conflictTxn
 		if txn != nil && decodeErr == nil {
@@ -393,4 +394,13 @@ func (s *State) record(v Verdict, key decidedID, txnSeq uint64) {
 	s.keepTxn(v.Next.Version(), txn, enc, len(v.Rec.Transaction))
 	s.padVersions(v.Next.Version())
 	s.VersionSeq.Push(0) // filled in by commit
+}
+
+// stableText makes an error text the same in every build. The protobuf
+// library deliberately spaces its error texts with a non-breaking space in
+// some builds and a plain one in others, so that nobody depends on them; a
+// decision's message is recorded in the log and must not depend on which
+// binary decided it.
+func stableText(s string) string {
+	return strings.ReplaceAll(s, "\u00a0", " ")
 }
