@@ -53,8 +53,8 @@ func TestDeletedDatasetIsNotPublished(t *testing.T) {
 	v := e.appendOne(t, "kept")
 	waitPublished(t, m2, "kept", v)
 	waitFor(t, "restarted manager sees the tombstone", func() bool { return m2.Deleted("gone") })
-	if p, _ := m2.Publisher("gone"); p != nil {
-		t.Errorf("restarted manager runs a publisher of the deleted dataset")
+	if p, ok := m2.Publisher("gone"); ok || p != nil {
+		t.Errorf("restarted manager: Publisher(deleted) = %v, %v; want none, false (a caller may use what ok vouches for)", p, ok)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("restarted manager: stat %s = %v; want not exist (nothing republished)", dir, err)

@@ -51,12 +51,13 @@ func NewManager(l *declog.Log, opts ManagerOptions) *Manager {
 	return &Manager{log: l, opts: opts, running: map[string]*Publisher{}, cancels: map[string]context.CancelFunc{}, deleted: map[string]bool{}}
 }
 
-// Publisher returns the running publisher of ds, if any.
+// Publisher returns the running publisher of ds, if any. A dataset that
+// is claimed but whose publisher is still starting has none yet.
 func (m *Manager) Publisher(ds string) (*Publisher, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.running[ds]
-	return p, ok
+	p := m.running[ds]
+	return p, p != nil
 }
 
 // Deleted reports whether the manager found ds deleted (its tombstone
