@@ -66,8 +66,8 @@ func strCol(vals []string) arrow.Array {
 // added is found through the scan of unindexed fragments, a deleted row
 // is never returned, and x's new values are found (its index stopped
 // covering the fragment whose x was replaced) while the old ones are not.
-// With each judge; on the table LanceDB 0.39 writes (2.2 data files) the
-// worker only deletes.
+// With each judge; the worker's data files take the table's file version
+// (2.1 under LanceDB 0.31, 2.2 under 0.39).
 func TestLanceDBUsesPublishedIndices(t *testing.T) {
 	lancedbtest.Each(t, testPublishedIndices)
 }
@@ -101,26 +101,21 @@ func testPublishedIndices(t *testing.T, lv lancedbtest.Version) {
 	// and 2 deleted, x replaced in the indexed fragment.
 	type state struct{ appended, deleted, replaced bool }
 	states := map[uint64]state{5: {}}
-	// A Go worker writes Lance 2.1 data files; a table LanceDB 0.39 made
-	// holds 2.2 files, and Lance refuses to mix them, so there the worker
-	// only deletes.
-	writes := lv.Name == lancedbtest.Lance8.Name
 	cur := state{}
 	fields := []arrow.Field{idField, {Name: "x", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		{Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "vec", Type: vecField.Type, Nullable: true}}
-	if writes {
-		ids := span(1000, 10)
-		xs := make([]float64, len(ids))
-		texts := make([]string, len(ids))
-		vecs := make([][]float32, len(ids))
-		for i, id := range ids {
-			xs[i], texts[i], vecs[i] = float64(id)+0.5, fmt.Sprintf("word%d row%d", id%5, id), ixVec(id)
-		}
-		df := writeLance(t, loc, record(fields, int64Col(ids), float64Col(xs), strCol(texts), vecCol(vecs, 4)), []int32{0, 1, 2, 3})
-		v = e.commit(t, snap.NewTxn().Append(&lancepb.DataFragment{Files: []*lancepb.DataFile{df}, PhysicalRows: uint64(len(ids))}))
-		cur.appended = true
-		states[v] = cur
+	// Append rows 1000-1009.
+	ids := span(1000, 10)
+	xs := make([]float64, len(ids))
+	texts := make([]string, len(ids))
+	vecs := make([][]float32, len(ids))
+	for i, id := range ids {
+		xs[i], texts[i], vecs[i] = float64(id)+0.5, fmt.Sprintf("word%d row%d", id%5, id), ixVec(id)
 	}
+	df := writeLance(t, loc, record(fields, int64Col(ids), float64Col(xs), strCol(texts), vecCol(vecs, 4)), []int32{0, 1, 2, 3})
+	v = e.commit(t, snap.NewTxn().Append(&lancepb.DataFragment{Files: []*lancepb.DataFile{df}, PhysicalRows: uint64(len(ids))}))
+	cur.appended = true
+	states[v] = cur
 
 	// Delete rows 1 and 2 of the indexed fragment.
 	store, err := data.Open(ctx, loc)
@@ -138,18 +133,16 @@ func testPublishedIndices(t *testing.T, lv lancedbtest.Version) {
 	cur.deleted = true
 	states[v] = cur
 
-	if writes {
-		// Replace x in the indexed fragment: x = 10·id + 0.25.
-		newX := make([]float64, 300)
-		for i := range newX {
-			newX[i] = 10*float64(i) + 0.25
-		}
-		xf := writeLance(t, loc, record(fields[1:2], float64Col(newX)), []int32{1})
-		snap = e.latest(t, "t")
-		v = e.commit(t, snap.NewTxn().ReplaceColumns(frag0, xf))
-		cur.replaced = true
-		states[v] = cur
+	// Replace x in the indexed fragment: x = 10·id + 0.25.
+	newX := make([]float64, 300)
+	for i := range newX {
+		newX[i] = 10*float64(i) + 0.25
 	}
+	xf := writeLance(t, loc, record(fields[1:2], float64Col(newX)), []int32{1})
+	snap = e.latest(t, "t")
+	v = e.commit(t, snap.NewTxn().ReplaceColumns(frag0, xf))
+	cur.replaced = true
+	states[v] = cur
 	waitPublished(t, pm, "t", v)
 
 	var versions []uint64
