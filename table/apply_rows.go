@@ -216,7 +216,7 @@ func (a *applier) inferFormat(frags []*lancepb.DataFragment) (*lancepb.Manifest_
 		if a.defaultFormat != nil {
 			return proto.CloneOf(a.defaultFormat), nil
 		}
-		version = "2.1"
+		version = "2.2" // Lance 12's default
 	}
 	return &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: version}, nil
 }

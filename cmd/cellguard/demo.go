@@ -377,7 +377,7 @@ func (d *demoRun) runCommitter(ctx context.Context, root string) (func(), error)
 	}, nil
 }
 
-// createTable writes the fragments of x as Lance files (format 2.1, the
+// createTable writes the fragments of x as Lance files (format 2.2, the
 // default of a new table) and commits version 1.
 func (d *demoRun) createTable(ctx context.Context, pc *producer.Client) error {
 	rng := rand.New(rand.NewPCG(d.cfg.seed, 1))

@@ -38,11 +38,11 @@
 // later append or optimize; Lance 12 refuses to open it. So the writers
 // never choose a version on their own:
 //
-//   - WriteFragment writes a fragment of a new table, in format 2.1
-//     (NewTableVersion, LanceDB 0.31's default), and creating the table
-//     from such fragments records 2.1 as its data format;
+//   - WriteFragment writes a fragment of a new table, in format 2.2
+//     (NewTableVersion, LanceDB 0.39's default), and creating the table
+//     from such fragments records 2.2 as its data format;
 //     WriteFragmentVersion writes such a fragment in a version of the
-//     caller's choice (LanceDB 0.39 defaults to 2.2);
+//     caller's choice (LanceDB 0.31 defaults to 2.1);
 //   - WriteFragmentFor writes a fragment for a transaction on an existing
 //     version m, in m's format (FileVersion);
 //   - WriteColumns and WriteOverlay write the version of the fragment's

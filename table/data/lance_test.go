@@ -313,8 +313,8 @@ func TestFileVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if df := f.GetFiles()[0]; df.GetFileMajorVersion() != 2 || df.GetFileMinorVersion() != 1 {
-		t.Errorf("new table file version %d.%d; want 2.1", df.GetFileMajorVersion(), df.GetFileMinorVersion())
+	if df := f.GetFiles()[0]; df.GetFileMajorVersion() != 2 || df.GetFileMinorVersion() != 2 {
+		t.Errorf("new table file version %d.%d; want 2.2", df.GetFileMajorVersion(), df.GetFileMinorVersion())
 	}
 	// The table model records what the files say when the table is created.
 	created, err := table.Create(&lancepb.Transaction{Uuid: "u", Operation: &lancepb.Transaction_Overwrite_{
@@ -322,8 +322,8 @@ func TestFileVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := created.Header().GetDataFormat().GetVersion(); got != "2.1" {
-		t.Errorf("created table data format %q; want 2.1", got)
+	if got := created.Header().GetDataFormat().GetVersion(); got != "2.2" {
+		t.Errorf("created table data format %q; want 2.2", got)
 	}
 	for _, tc := range []struct {
 		format string

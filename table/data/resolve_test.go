@@ -116,7 +116,7 @@ func TestOverlayCoverage(t *testing.T) {
 	if got, want := shared.GetDataFile().GetFields(), []int32{fS, fY}; !slices.Equal(got, want) {
 		t.Errorf("fields = %v; want %v", got, want)
 	}
-	if v := shared.GetDataFile(); v.GetFileMajorVersion() != 2 || v.GetFileMinorVersion() != 1 || !strings.HasSuffix(v.GetPath(), ".lance") ||
+	if v := shared.GetDataFile(); v.GetFileMajorVersion() != 2 || v.GetFileMinorVersion() != 2 || !strings.HasSuffix(v.GetPath(), ".lance") ||
 		!slices.Equal(v.GetColumnIndices(), []int32{0, 1}) || v.GetFileSizeBytes() == 0 || shared.GetCommittedVersion() != 0 {
 		t.Errorf("overlay data file = %v", v)
 	}

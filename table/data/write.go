@@ -25,9 +25,10 @@ import (
 const fileExt = ".lance"
 
 // NewTableVersion is the Lance file format version WriteFragment writes
-// for a new table: 2.1, the default of Lance 8 (LanceDB 0.31). Lance 12
-// (LanceDB 0.39) defaults to 2.2; WriteFragmentVersion writes any.
-const NewTableVersion = lancefile.V2_1
+// for a new table: 2.2, the default of Lance 12 (LanceDB 0.39), which
+// Lance 8 (LanceDB 0.31) reads and appends to as well.
+// WriteFragmentVersion writes any.
+const NewTableVersion = lancefile.V2_2
 
 // Cells are new values for some cells of one field of a fragment.
 type Cells struct {
@@ -40,7 +41,7 @@ type Cells struct {
 }
 
 // WriteFragment writes cols (field id → values, all of one length) as one
-// data file of a new table (format NewTableVersion, 2.1) and returns a
+// data file of a new table (format NewTableVersion, 2.2) and returns a
 // new fragment holding it, with id 0 for the commit to assign. Every
 // field must be in schema and have a supported type equal to its values'
 // Arrow type; fields of the schema missing from cols read as NULL. Create
