@@ -52,7 +52,18 @@ func TestVersionWindowMatchesMap(t *testing.T) {
 			if w.len() != len(ref) {
 				t.Fatalf("seed %d step %d: len %d; want %d", seed, step, w.len(), len(ref))
 			}
-			for v := bottom - 50; v <= top+50; v++ {
+			// Every version around the window, every 64 steps and at the
+			// end; a few random ones at every step.
+			lo, hi := bottom-50, top+50
+			probes := 16
+			if step%64 == 0 || step == 2999 {
+				probes = int(hi - lo + 1)
+			}
+			for i := range probes {
+				v := lo + uint64(i)
+				if probes == 16 {
+					v = lo + r.Uint64N(hi-lo+1)
+				}
 				x, ok := w.get(v)
 				y, found := ref[v]
 				if ok != found || x != y {
