@@ -1,4 +1,4 @@
-package main
+package bench
 
 // bench_timeline.go writes, with -timeline DIR, every decision of every
 // run: when its transaction was staged and how long its decision took.

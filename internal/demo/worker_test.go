@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ func TestDemoWorkerRejectionOfFragmentInHand(t *testing.T) {
 	}{
 		{"conflict with a delete", &rejection.Error{Reason: cellguardpb.Reason_CONFLICT_RETRYABLE, ReadVersion: 5, HeadVersion: 6, ConflictVersion: 6}},
 		{"protected row deleted", &rejection.Error{Reason: cellguardpb.Reason_PRECONDITION_FAILED, ReadVersion: 5, HeadVersion: 6,
-			Violations: []rejection.Violation{{FieldID: fieldX, FragmentID: f, Reason: "rows-deleted", Rows: []uint32{7}, CulpritVersion: 6}}}},
+			Violations: []rejection.Violation{{FieldID: FieldX, FragmentID: f, Reason: "rows-deleted", Rows: []uint32{7}, CulpritVersion: 6}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &demoWorker{
