@@ -36,7 +36,7 @@ A table goes to stdout; stderr shows each run as it starts and ends, and
 every -progress an "n/m decided" line while a run waits.
 
 -rounds N makes the whole plan N times over, one round after another (so
-raw and committer runs alternate through the session, and a noisy minute
+raw and committer runs alternate through the whole run, and a noisy minute
 falls on both), and ends with a second table: each run's median over the
 rounds, its vs_raw the median of the rounds' own ratios (each committer
 run against the raw run of its round).
