@@ -32,7 +32,7 @@ test-quick:
 test-long:
 	$(GO) test -count=1 -timeout 60m ./evaluator -run Oracle -oracle.cases=100000
 	$(GO) test -count=1 -timeout 60m ./committer -run Crash -crash.runs=500
-	$(GO) test -count=1 -timeout 60m ./cmd/cellguard -run TestDemoScenario -demo.long
+	$(GO) test -count=1 -timeout 60m ./internal/demo -run TestDemoScenario -demo.long
 	$(GO) test -count=1 -timeout 10m -v ./committer -run TestFailoverDecisionGap -failover.measure
 	$(GO) test -count=1 -timeout 60m -v ./cmd/cellguard -run TestSoak -soak -soak.duration=5m -soak.lag=50000 -soak.maxgap=1s
 

@@ -12,19 +12,6 @@ import (
 	"cellguard/proto/lancepb"
 )
 
-func withPre(txn *lancepb.Transaction, pre ...*lancepb.Precondition) *lancepb.Transaction {
-	txn.Preconditions = pre
-	return txn
-}
-
-func cellsUnchanged(fields []int32, rows ...*lancepb.FragmentRows) *lancepb.Precondition {
-	return &lancepb.Precondition{Kind: &lancepb.Precondition_CellsUnchanged{CellsUnchanged: &lancepb.CellsUnchanged{FieldIds: fields, Rows: rows}}}
-}
-
-func wholeFragment(id uint64) *lancepb.FragmentRows {
-	return &lancepb.FragmentRows{FragmentId: id, Selection: &lancepb.FragmentRows_WholeFragment{WholeFragment: true}}
-}
-
 // TestBadInputs stages a corpus of bad transactions between good ones:
 // every bad one gets a typed rejection, and the good ones behind them
 // commit.

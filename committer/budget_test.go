@@ -7,7 +7,6 @@ import (
 	"cellguard/internal/natstest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 func TestCacheBudgetAsksLeastRecentlyUsedFirst(t *testing.T) {
@@ -106,16 +105,16 @@ func TestCacheBudgetKeepsDecisions(t *testing.T) {
 	lim := staleLimits()
 	refHist := newCountingHistory()
 	ref := newState("ds", lim, refHist)
-	want := decideAll(t, ref, &refHist.memHistory, txns...)
+	want := decideAll(t, ref, &refHist.MemHistory, txns...)
 
 	budget := newCacheBudget(1)
 	lim.Budget = budget
 	hist := newCountingHistory()
 	st := newState("ds", lim, hist)
 	other := newState("other", lim, newCountingHistory())
-	decideAll(t, other, &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}, createTxn(newUUID()), appendTxn(newUUID(), 1))
+	decideAll(t, other, newMemHistory(), createTxn(newUUID()), appendTxn(newUUID(), 1))
 	for i, txn := range txns {
-		got := decideAll(t, st, &hist.memHistory, txn)[0]
+		got := decideAll(t, st, &hist.MemHistory, txn)[0]
 		if requested(other.BudgetShare.(*budgetShare)) {
 			other.DropCaches()
 		}
@@ -131,7 +130,7 @@ func TestCacheBudgetKeepsDecisions(t *testing.T) {
 			t.Errorf("txn %d: budgeted %v, unbudgeted %v", i, got.Rec, w)
 		}
 	}
-	if hist.manifests+hist.committed == 0 {
+	if hist.ManifestReads+hist.CommittedReads == 0 {
 		t.Error("the budgeted state never read older history: its caches were not dropped")
 	}
 	if other.Head == nil || other.HeadVersion() != 2 {

@@ -1,34 +1,33 @@
 package committer
 
 import (
+	"cellguard/internal/decidetest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
-	"context"
 	"testing"
 )
 
-// Helpers shared with the decision core's tests (committer/decide).
+// The helpers both packages' tests use, from internal/decidetest.
+type (
+	memHistory      = decidetest.MemHistory
+	countingHistory = decidetest.CountingHistory
+)
 
-// memHistory serves versions outside a state's window from a full copy.
-type memHistory struct {
-	ms   map[uint64]*table.Manifest
-	txns map[uint64]*lancepb.Transaction
-}
-
-func (h *memHistory) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
-	if m, ok := h.ms[v]; ok {
-		return m, nil
-	}
-	return nil, table.ErrVersionNotFound
-}
-
-func (h *memHistory) Committed(_ context.Context, v uint64) (*lancepb.Transaction, error) {
-	if t, ok := h.txns[v]; ok {
-		return t, nil
-	}
-	return nil, table.ErrVersionNotFound
-}
+var (
+	testSchema         = decidetest.Schema
+	dataFragment       = decidetest.DataFragment
+	createTxn          = decidetest.CreateTxn
+	appendTxn          = decidetest.AppendTxn
+	deleteFragmentTxn  = decidetest.DeleteFragmentTxn
+	withPre            = decidetest.WithPre
+	cellsUnchanged     = decidetest.CellsUnchanged
+	wholeFragment      = decidetest.WholeFragment
+	staleTxn           = decidetest.StaleTxn
+	newUUID            = decidetest.NewUUID
+	mustMarshal        = decidetest.MustMarshal
+	newMemHistory      = decidetest.NewMemHistory
+	newCountingHistory = decidetest.NewCountingHistory
+)
 
 // decideAll decides txns one by one, committing each, and mirrors every
 // version into h.
@@ -45,8 +44,8 @@ func decideAll(t *testing.T, st *state, h *memHistory, txns ...*lancepb.Transact
 		}
 		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 		if v.Next != nil {
-			h.ms[v.Next.Version()] = v.Next
-			h.txns[v.Next.Version()] = mustCommitted(t, v)
+			h.Manifests[v.Next.Version()] = v.Next
+			h.Txns[v.Next.Version()] = mustCommitted(t, v)
 		}
 		out = append(out, v)
 	}

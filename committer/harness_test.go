@@ -2,7 +2,6 @@ package committer
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,47 +125,6 @@ func (r *running) crashed(t testing.TB) {
 	r.cancel()
 	r.cancel = nil
 	r.nc.Close()
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-var testSchema = []*lancepb.Field{
-	{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64"},
-	{Id: 1, Name: "x", ParentId: -1, LogicalType: "int64", Nullable: true},
-}
-
-func dataFragment(path string, rows uint64) *lancepb.DataFragment {
-	return &lancepb.DataFragment{
-		PhysicalRows: rows,
-		Files:        []*lancepb.DataFile{{Path: path, Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 0}},
-	}
-}
-
-func createTxn(id string) *lancepb.Transaction {
-	return &lancepb.Transaction{Uuid: id, Operation: &lancepb.Transaction_Overwrite_{Overwrite: &lancepb.Transaction_Overwrite{
-		Schema: testSchema, Fragments: []*lancepb.DataFragment{dataFragment("data/"+id+".lance", 100)},
-	}}}
-}
-
-func appendTxn(id string, rv uint64) *lancepb.Transaction {
-	return &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Append_{Append: &lancepb.Transaction_Append{
-		Fragments: []*lancepb.DataFragment{dataFragment("data/"+id+".lance", 10)},
-	}}}
-}
-
-func mustMarshal(t testing.TB, m proto.Message) []byte {
-	t.Helper()
-	b, err := proto.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // stage publishes a staged transaction with its uuid as message id.

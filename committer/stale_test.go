@@ -1,7 +1,6 @@
 package committer
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -11,38 +10,7 @@ import (
 	"cellguard/internal/natstest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
-
-// countingHistory is a memHistory that counts what the decision core
-// asks of it: every manifest or transaction read from "older" history is
-// work a committer does against checkpoints and the log.
-type countingHistory struct {
-	memHistory
-	manifests, committed int
-}
-
-func newCountingHistory() *countingHistory {
-	return &countingHistory{memHistory: memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}}
-}
-
-func (h *countingHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, error) {
-	h.manifests++
-	return h.memHistory.Manifest(ctx, v)
-}
-
-func (h *countingHistory) Committed(ctx context.Context, v uint64) (*lancepb.Transaction, error) {
-	h.committed++
-	return h.memHistory.Committed(ctx, v)
-}
-
-func (h *countingHistory) reset() { h.manifests, h.committed = 0, 0 }
-
-func deleteFragmentTxn(id string, rv, frag uint64) *lancepb.Transaction {
-	return &lancepb.Transaction{Uuid: id, ReadVersion: rv, Operation: &lancepb.Transaction_Delete_{Delete: &lancepb.Transaction_Delete{
-		DeletedFragmentIds: []uint64{frag}, Predicate: "true",
-	}}}
-}
 
 // staleLog is a dataset of lag+3 versions: v1 creates fragment 0, v2
 // appends fragment 1, v3 deletes fragment 1, then lag appends.
@@ -61,18 +29,13 @@ func buildStaleLog(t *testing.T, lag int, lim limits) *staleLog {
 	for i := range lag {
 		txns = append(txns, appendTxn(newUUID(), uint64(3+i)))
 	}
-	for i, v := range decideAll(t, l.st, &l.h.memHistory, txns...) {
+	for i, v := range decideAll(t, l.st, &l.h.MemHistory, txns...) {
 		if v.Rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
 			t.Fatalf("building the log: txn %d: %v", i, v.Rec)
 		}
 		l.recs = append(l.recs, v.Rec)
 	}
 	return l
-}
-
-// staleTxn protects fragment 1 as read at version 2: version 3 deleted it.
-func staleTxn() *lancepb.Transaction {
-	return withPre(appendTxn(newUUID(), 2), cellsUnchanged([]int32{1}, wholeFragment(1)))
 }
 
 // decideOne decides and commits one transaction at the next staging
@@ -102,7 +65,7 @@ func TestStaleReadDoesNotReplayTheLag(t *testing.T) {
 	l := buildStaleLog(t, 5000, staleLimits())
 	st, h := l.st, l.h
 	head := st.HeadVersion()
-	h.reset()
+	h.Reset()
 	rec := decideOne(t, st, staleTxn())
 	if rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED {
 		t.Fatalf("stale txn: %v, want PRECONDITION_FAILED", rec)
@@ -110,15 +73,15 @@ func TestStaleReadDoesNotReplayTheLag(t *testing.T) {
 	if len(rec.Violations) != 1 || rec.Violations[0].CulpritVersion != 3 || rec.Violations[0].CulpritTxnUuid != l.delUUID {
 		t.Errorf("violations %v, want culprit version 3 (%s)", rec.Violations, l.delUUID)
 	}
-	if h.manifests != 0 || h.committed != 0 {
-		t.Errorf("stale decision read %d old manifests and %d old transactions, want 0 and 0", h.manifests, h.committed)
+	if h.ManifestReads != 0 || h.CommittedReads != 0 {
+		t.Errorf("stale decision read %d old manifests and %d old transactions, want 0 and 0", h.ManifestReads, h.CommittedReads)
 	}
 	ok := decideOne(t, st, appendTxn(newUUID(), head))
 	if ok.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED || ok.Version != head+1 {
 		t.Errorf("valid txn behind the stale one: %v", ok)
 	}
-	if h.manifests != 0 || h.committed != 0 {
-		t.Errorf("reads after the valid txn: %d manifests, %d transactions, want 0", h.manifests, h.committed)
+	if h.ManifestReads != 0 || h.CommittedReads != 0 {
+		t.Errorf("reads after the valid txn: %d manifests, %d transactions, want 0", h.ManifestReads, h.CommittedReads)
 	}
 }
 
@@ -131,7 +94,7 @@ func TestStaleReadAfterRestart(t *testing.T) {
 	const checkpoint = 4000
 	h := l.h
 	st := newState("stale", staleLimits(), h)
-	st.SetBase(h.ms[checkpoint])
+	st.SetBase(h.Manifests[checkpoint])
 	for _, r := range l.recs[checkpoint:] {
 		rec := declog.Record{Seq: r.Version, Dataset: "stale", Outcome: r.Outcome, TxnID: r.TxnUuid, TxnSeq: r.TxnSeq, Version: r.Version, Decision: r}
 		if err := st.Advance(t.Context(), rec); err != nil {
@@ -141,7 +104,7 @@ func TestStaleReadAfterRestart(t *testing.T) {
 	if st.HeadVersion() != l.st.HeadVersion() || st.ChangeIndex.Horizon() != checkpoint {
 		t.Fatalf("restarted state: head %d, index horizon %d", st.HeadVersion(), st.ChangeIndex.Horizon())
 	}
-	h.reset()
+	h.Reset()
 	rec := decideOne(t, st, staleTxn())
 	if rec.Reason != cellguardpb.Reason_PRECONDITION_FAILED {
 		t.Fatalf("stale txn after restart: %v, want PRECONDITION_FAILED", rec)
@@ -149,8 +112,8 @@ func TestStaleReadAfterRestart(t *testing.T) {
 	if !strings.Contains(rec.Message, "culprit not identified") || rec.Violations[0].CulpritVersion != 0 {
 		t.Errorf("culprit before the index: %q %v, want 'culprit not identified'", rec.Message, rec.Violations)
 	}
-	if h.manifests > 1 || h.committed != 0 {
-		t.Errorf("stale decision after restart read %d manifests, %d transactions; want ≤ 1 and 0", h.manifests, h.committed)
+	if h.ManifestReads > 1 || h.CommittedReads != 0 {
+		t.Errorf("stale decision after restart read %d manifests, %d transactions; want ≤ 1 and 0", h.ManifestReads, h.CommittedReads)
 	}
 }
 
@@ -164,13 +127,13 @@ func TestStaleAcceptedReadTooOld(t *testing.T) {
 		"precondition holds": withPre(appendTxn(newUUID(), 2), cellsUnchanged([]int32{1}, wholeFragment(0))),
 		"no precondition":    appendTxn(newUUID(), 2),
 	} {
-		h.reset()
+		h.Reset()
 		rec := decideOne(t, st, txn)
 		if rec.Reason != cellguardpb.Reason_READ_VERSION_TOO_OLD || !strings.Contains(rec.Message, "rebases at most 1000") {
 			t.Errorf("%s: %v, want READ_VERSION_TOO_OLD (rebase bound)", name, rec)
 		}
-		if h.manifests != 0 || h.committed != 0 {
-			t.Errorf("%s: read %d manifests, %d transactions; want 0", name, h.manifests, h.committed)
+		if h.ManifestReads != 0 || h.CommittedReads != 0 {
+			t.Errorf("%s: read %d manifests, %d transactions; want 0", name, h.ManifestReads, h.CommittedReads)
 		}
 	}
 	// Within the bound it lands (reading the transactions since from

@@ -15,7 +15,7 @@ var metricRE = regexp.MustCompile(`cellguard_[a-z_]+`)
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	for _, f := range []string{"../committer/metrics.go", "../committer/ownership.go", "../cmd/cellguard/buildinfo.go", "../cmd/cellguard/durability.go", "../internal/publish/metrics.go"} {
+	for _, f := range []string{"../committer/metrics.go", "../committer/ownership.go", "../cmd/cellguard/buildinfo.go", "../internal/embedded/sync.go", "../internal/publish/metrics.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

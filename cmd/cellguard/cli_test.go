@@ -145,3 +145,38 @@ func TestNoCredsHint(t *testing.T) {
 		t.Errorf("dataset list with --creds the server refuses: %v; want the refusal without the hint", err)
 	}
 }
+
+// The flags of bench and demo reach their options, and a bad value is a
+// usage error before anything starts.
+func TestBenchAndDemoFlags(t *testing.T) {
+	_, stderr, err := runOut(t, "bench", "-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "usage: cellguard bench") || !strings.Contains(stderr, `(default 1,8,64,256)`) {
+		t.Errorf("bench -h: %v\n%s", err, stderr)
+	}
+	for _, args := range [][]string{
+		{"-cluster", "0"}, {"-rounds", "101"}, {"-batches", "0"}, {"-preconditions", "-1"}, {"-txns", "10", "-producers", "11"},
+		{"-sync", "never"}, {"-atomic-min", "-1"},
+	} {
+		var ue usageError
+		if _, _, err := runOut(t, append([]string{"bench"}, args...)...); !errors.As(err, &ue) {
+			t.Errorf("bench %v: %v, want a usage error", args, err)
+		}
+	}
+	if _, stderr, err := runOut(t, "bench", "-batches", "1,x"); err == nil || !strings.Contains(stderr, `bad number "x"`) {
+		t.Errorf("bench -batches 1,x: %v\n%s", err, stderr)
+	}
+	_, stderr, err = runOut(t, "demo", "-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "-crash-worker") || !strings.Contains(stderr, "(default 20s)") {
+		t.Errorf("demo -h: %v\n%s", err, stderr)
+	}
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"extra"}, {"-fragments", "0"}, {"-update-every", "0s"}, {"-data-dir", full, "-lance-root", t.TempDir()}} {
+		var ue usageError
+		if _, _, err := runOut(t, append([]string{"demo"}, args...)...); !errors.As(err, &ue) {
+			t.Errorf("demo %v: %v, want a usage error", args, err)
+		}
+	}
+}

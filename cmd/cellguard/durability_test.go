@@ -24,20 +24,6 @@ import (
 	"cellguard/proto/lancepb"
 )
 
-func TestParseSync(t *testing.T) {
-	for in, want := range map[string]string{"always": "always", "2m": "2m0s", "500ms": "500ms"} {
-		p, err := parseSync(in)
-		if err != nil || p.String() != want {
-			t.Errorf("parseSync(%q) = %v, %v; want %s", in, p, err, want)
-		}
-	}
-	for _, bad := range []string{"", "never", "0s", "-1m", "Always"} {
-		if _, err := parseSync(bad); err == nil {
-			t.Errorf("parseSync(%q): no error", bad)
-		}
-	}
-}
-
 // requireStrace fails the test when strace cannot trace here and
 // CELLGUARD_REQUIRE_STRACE is set (make test sets it), and skips it
 // otherwise.

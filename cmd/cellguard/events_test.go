@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"cellguard/committer"
+	"cellguard/internal/demo"
 	"cellguard/internal/natstest"
 	"cellguard/producer"
 	"cellguard/table"
@@ -67,21 +68,21 @@ func TestEventsTail(t *testing.T) {
 	}
 	defer store.Close()
 	schema := demoSchemaT(t)
-	frag, err := store.WriteFragment(ctx, schema, map[int32]arrow.Array{fieldX: int64Array([]int64{1, 2, 3}, nil)})
+	frag, err := store.WriteFragment(ctx, schema, map[int32]arrow.Array{demo.FieldX: demo.Int64Array([]int64{1, 2, 3}, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.Commit(ctx, producer.Create("tailme", demoFields, frag)); err != nil {
+	if _, err := pc.Commit(ctx, producer.Create("tailme", demo.Fields, frag)); err != nil {
 		t.Fatal(err)
 	}
 	snap, _ := pc.Latest(ctx, "tailme")
 	work := snap.NewTxn()
-	if _, err := work.Read(ctx, store, 0, fieldX); err != nil {
+	if _, err := work.Read(ctx, store, 0, demo.FieldX); err != nil {
 		t.Fatal(err)
 	}
 	f0, _ := snap.Manifest().Fragment(0)
-	y, _ := store.WriteColumns(ctx, schema, f0, map[int32]arrow.Array{fieldY: int64Array([]int64{10, 13, 16}, nil)})
-	ov, _ := store.WriteOverlay(ctx, schema, f0, map[int32]data.Cells{fieldX: {Offsets: []uint32{1}, Values: int64Array([]int64{20}, nil)}})
+	y, _ := store.WriteColumns(ctx, schema, f0, map[int32]arrow.Array{demo.FieldY: demo.Int64Array([]int64{10, 13, 16}, nil)})
+	ov, _ := store.WriteOverlay(ctx, schema, f0, map[int32]data.Cells{demo.FieldX: {Offsets: []uint32{1}, Values: demo.Int64Array([]int64{20}, nil)}})
 	if _, err := pc.Commit(ctx, snap.NewTxn().Overlay(0, ov)); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func tailLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func demoSchemaT(t *testing.T) *table.Schema {
 	t.Helper()
-	s, err := table.NewSchema(demoFields)
+	s, err := table.NewSchema(demo.Fields)
 	if err != nil {
 		t.Fatal(err)
 	}

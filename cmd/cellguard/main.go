@@ -116,9 +116,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return txnInspect(args[2:], stdout, stderr)
 	case "bench":
-		return bench(ctx, args[1:], stdout, stderr)
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "demo":
-		return demo(ctx, args[1:], stdout, stderr)
+		return demoCmd(ctx, args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], stdout, stderr)
 	case "partitions":

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"cellguard/internal/declog"
 	"cellguard/internal/namespace"
 )
 
@@ -174,13 +175,13 @@ func connectNamespace(f namespaceFlags, cf connFlags, embedded namespaceCreds) (
 }
 
 func runNamespace(ctx context.Context, ln net.Listener, lanceRoot string, tokens *namespace.Tokens, conns namespaceConns, prefix string, reg prometheus.Registerer, log *slog.Logger) error {
-	js, l, err := openLogWhenReady(ctx, conns.worker, prefix)
+	js, l, err := declog.OpenWhenReady(ctx, conns.worker, prefix)
 	if err != nil {
 		return err
 	}
 	var admin *namespace.Admin
 	if conns.admin != nil {
-		ajs, al, err := openLogWhenReady(ctx, conns.admin, prefix)
+		ajs, al, err := declog.OpenWhenReady(ctx, conns.admin, prefix)
 		if err != nil {
 			return err
 		}

@@ -4,16 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/internal/declog"
 	lancepub "cellguard/internal/publish"
-	"cellguard/internal/retry"
-	"cellguard/internal/subject"
 )
 
 // startPublishing runs the publisher (a follower of the decision log that
@@ -42,33 +38,9 @@ func runPublishing(ctx context.Context, nc *nats.Conn, prefix string, reg promet
 	if err != nil {
 		return err
 	}
-	_, l, err := openLogWhenReady(ctx, nc, prefix)
+	_, l, err := declog.OpenWhenReady(ctx, nc, prefix)
 	if err != nil {
 		return err
 	}
 	return lancepub.NewManager(l, lancepub.ManagerOptions{Logger: log, Metrics: met}).Run(ctx)
-}
-
-// openLogWhenReady opens the decision log for a follower that starts
-// beside the committer (the publisher, the namespace), retrying until the
-// committer has created the stream or ctx ends.
-func openLogWhenReady(ctx context.Context, nc *nats.Conn, prefix string) (jetstream.JetStream, *declog.Log, error) {
-	sc, err := subject.NewScheme(prefix)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, nil, err
-	}
-	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
-	for attempt := 0; ; attempt++ {
-		l, err := declog.Open(ctx, js, sc, declog.Options{RequestTimeout: 10 * time.Second})
-		if err == nil {
-			return js, l, nil
-		}
-		if err := retry.Sleep(ctx, b.Delay(attempt)); err != nil {
-			return nil, nil, err
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"cellguard/committer"
+	"cellguard/internal/embedded"
 	"cellguard/internal/natsconn"
 )
 
@@ -27,7 +28,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cf.register(fs, "")
 	dataDir := fs.String("data-dir", envOr("CELLGUARD_DATA_DIR", "./cellguard-data"), "embedded server's data directory (env CELLGUARD_DATA_DIR)")
 	port := fs.Int("nats-port", 4222, "embedded server's client port on 127.0.0.1 (-1: random)")
-	natsSync := fs.String("nats-sync", envOr("CELLGUARD_NATS_SYNC", syncAlways), "embedded server: 'always' syncs every write to disk before acknowledging it; a duration (e.g. 2m) flushes in the background instead, UNSAFE: a power failure can lose acknowledged decisions (env CELLGUARD_NATS_SYNC)")
+	natsSync := fs.String("nats-sync", envOr("CELLGUARD_NATS_SYNC", embedded.SyncAlways), "embedded server: 'always' syncs every write to disk before acknowledging it; a duration (e.g. 2m) flushes in the background instead, UNSAFE: a power failure can lose acknowledged decisions (env CELLGUARD_NATS_SYNC)")
 	httpAddr := fs.String("http", envOr("CELLGUARD_HTTP", "127.0.0.1:9090"), "address for /metrics, /healthz, /readyz (empty: off)")
 	logLevel := fs.String("log-level", envOr("CELLGUARD_LOG_LEVEL", "info"), "debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log JSON instead of text")
@@ -49,7 +50,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// Publishing: see publish.go.
 	lanceRoot := fs.String("lance-root", envOr("CELLGUARD_LANCE_ROOT", ""), "publish datasets created without --location to <lance-root>/<dataset>.lance (a path or gocloud.dev/blob URL)")
 	publishOn := fs.Bool("publish", true, "publish every committed version of datasets that have a location, as Lance versions")
-	nsFlags := registerNamespaceFlags(fs) // Lance REST namespace (issue 11): see namespace.go
+	nsFlags := registerNamespaceFlags(fs) // Lance REST namespace: see namespace.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,11 +75,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	sync, err := parseSync(*natsSync)
+	sync, err := embedded.ParseSync(*natsSync)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if cf.url != "" && *natsSync != syncAlways {
+	if cf.url != "" && *natsSync != embedded.SyncAlways {
 		return usageError{"--nats-sync sets the embedded server's policy; an external server's is its jetstream { sync_interval } (deploy/nats sets always)"}
 	}
 	restoreLimit, err := setMemoryLimit(*mem.memoryLimit)
@@ -88,8 +89,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer restoreLimit()
 	url, nsCreds := cf.url, namespaceCreds{}
 	if url == "" {
-		sync.announce(log, reg)
-		srv, err := embedded(*dataDir, *port, sync, log)
+		sync.Announce(log, reg)
+		srv, err := embedded.Start(*dataDir, *port, sync, log)
 		if err != nil {
 			return err
 		}
@@ -100,8 +101,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		url = srv.ClientURL()
 		*takeover = true
 		cf.url = url
-		cf.creds = srv.creds("committer")
-		nsCreds = namespaceCreds{worker: srv.creds("worker"), admin: srv.creds("admin")} // stages as a worker, drops as an admin
+		cf.creds = srv.Creds("committer")
+		nsCreds = namespaceCreds{worker: srv.Creds("worker"), admin: srv.Creds("admin")} // stages as a worker, drops as an admin
 	}
 	nc, err := cf.connect("cellguard-committer")
 	if err != nil {

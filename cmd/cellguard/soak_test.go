@@ -654,7 +654,7 @@ func (g soakGap) String() string {
 		who = "stale reader"
 	}
 	return fmt.Sprintf("ending at +%v: txn %s of a %s, decided %d later, staged→published %v, published→decided %v",
-		g.at.Round(time.Millisecond), short(g.waitedFor), who, g.later,
+		g.at.Round(time.Millisecond), g.waitedFor[:min(8, len(g.waitedFor))], who, g.later,
 		g.toPublish.Round(time.Millisecond), g.toDecide.Round(time.Millisecond))
 }
 

@@ -6,7 +6,6 @@ import (
 	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 // adoptionTxn stages the adoption of a Lance table at version v.
@@ -30,7 +29,7 @@ func adoptionTxn(t *testing.T, id string, v uint64) *lancepb.Transaction {
 // no trace (a creation then makes version 1), one without a location or
 // for an existing dataset is rejected.
 func TestAdoptionStartsAtLanceVersion(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}
 
 	st := NewState("ds", lim, h)

@@ -23,7 +23,7 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	lim := Limits{MaxTxnBytes: 1 << 20, Window: 16, MaxLag: 1000}
 	newSide := func() (*State, *memHistory) {
-		h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+		h := newMemHistory()
 		return NewState("core", lim, h), h
 	}
 	indexed, ih := newSide()
@@ -67,7 +67,7 @@ func TestDecideIndexedMatchesWalk(t *testing.T) {
 			}
 			side.st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 			if v.Next != nil {
-				side.h.ms[v.Next.Version()], side.h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
+				side.h.Manifests[v.Next.Version()], side.h.Txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 			}
 		}
 		if keep && indexed.Head != nil && !proto.Equal(indexed.Head.Proto(), walked.Head.Proto()) {

@@ -5,7 +5,6 @@ import (
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 // TestIndexNeverBlocksOrIsBlamed: an index changes no cell. A
@@ -14,7 +13,7 @@ import (
 // precondition-carrying transaction commits too; each committed version
 // carries the index section Apply built.
 func TestIndexNeverBlocksOrIsBlamed(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}, h)
 	guarded := appendTxn(newUUID(), 1)
 	guarded.Preconditions = []*lancepb.Precondition{cellsUnchanged([]int32{1}, wholeFragment(0))}
@@ -29,7 +28,7 @@ func TestIndexNeverBlocksOrIsBlamed(t *testing.T) {
 	}
 	for v, want := range map[uint64][]string{1: nil, 2: {"x_idx"}, 3: {"x_idx"}, 4: {"x_idx"}, 5: {"x_idx", "y_idx"}} {
 		var got []string
-		for _, ix := range h.ms[v].Indices() {
+		for _, ix := range h.Manifests[v].Indices() {
 			got = append(got, ix.GetName())
 		}
 		if len(got) != len(want) || (len(want) > 0 && (got[0] != want[0] || got[len(got)-1] != want[len(want)-1])) {

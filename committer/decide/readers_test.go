@@ -9,7 +9,6 @@ import (
 	"cellguard/internal/logrec"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 func overlayTxn(t *testing.T, id string, rv uint64) *lancepb.Transaction {
@@ -59,7 +58,7 @@ func TestReadersRejectWhatLance8CannotRead(t *testing.T) {
 		{name: "unpublished", overlay: true, index: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+			h := newMemHistory()
 			st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100, LanceRoot: tc.lanceRoot,
 				DatasetLocation: func(root, ds string) (string, error) { return path.Join(root, ds+".lance"), nil }}, h)
 			create := createTxn(newUUID())

@@ -9,7 +9,6 @@ import (
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 // attempt is a staged message as the Lance REST namespace stages one:
@@ -40,7 +39,7 @@ func (a attempt) staged(t *testing.T, seq uint64) Staged {
 // transaction's next attempt commits; a uuid commits once, whatever its
 // later attempts propose; a refusal becomes a rejection with its reason.
 func TestProposedVersionAndRefusals(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}, h)
 	sdk, a, b, r := newUUID(), newUUID(), newUUID(), newUUID()
 	type want struct {
@@ -82,7 +81,7 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 		}
 		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 		if v.Next != nil {
-			h.ms[v.Next.Version()], h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
+			h.Manifests[v.Next.Version()], h.Txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 		}
 		got := v.Rec
 		id := s.want.id
@@ -105,7 +104,7 @@ func TestProposedVersionAndRefusals(t *testing.T) {
 // TestProposedVersionHeaderMalformed: a proposed version that is not a
 // positive number rejects the transaction as invalid (under its uuid).
 func TestProposedVersionHeaderMalformed(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 100}, h)
 	id := newUUID()
 	for _, p := range []string{"0", "two", "-1", strings.Repeat("9", 40)} {

@@ -114,7 +114,7 @@ func (sc *scenario) dataset(d *datadriven.TestData) string {
 			d.Fatalf(sc.t, "dataset: unknown argument %q", a.Key)
 		}
 	}
-	sc.hist = &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	sc.hist = newMemHistory()
 	sc.st = NewState("scenario", sc.lim, sc.hist)
 	sc.labels = map[string]string{}
 	return "ok"
@@ -198,7 +198,7 @@ func (sc *scenario) endBatch(d *datadriven.TestData, keep bool) string {
 			seqs[i] = uint64(len(sc.recs) + 1)
 			sc.recs = append(sc.recs, r)
 			if nv := sc.batchNext[i]; nv != nil {
-				sc.hist.ms[nv.m.Version()], sc.hist.txns[nv.m.Version()] = nv.m, nv.txn
+				sc.hist.Manifests[nv.m.Version()], sc.hist.Txns[nv.m.Version()] = nv.m, nv.txn
 			}
 		}
 		sc.st.Commit(*sc.batch, sc.batchRecs, seqs)

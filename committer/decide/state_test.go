@@ -1,33 +1,11 @@
 package decide
 
 import (
-	"context"
 	"testing"
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
-
-// memHistory serves versions outside a state's window from a full copy.
-type memHistory struct {
-	ms   map[uint64]*table.Manifest
-	txns map[uint64]*lancepb.Transaction
-}
-
-func (h *memHistory) Manifest(_ context.Context, v uint64) (*table.Manifest, error) {
-	if m, ok := h.ms[v]; ok {
-		return m, nil
-	}
-	return nil, table.ErrVersionNotFound
-}
-
-func (h *memHistory) Committed(_ context.Context, v uint64) (*lancepb.Transaction, error) {
-	if t, ok := h.txns[v]; ok {
-		return t, nil
-	}
-	return nil, table.ErrVersionNotFound
-}
 
 // decideAll decides txns one by one, committing each, and mirrors every
 // version into h.
@@ -44,8 +22,8 @@ func decideAll(t *testing.T, st *State, h *memHistory, txns ...*lancepb.Transact
 		}
 		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 		if v.Next != nil {
-			h.ms[v.Next.Version()] = v.Next
-			h.txns[v.Next.Version()] = mustCommitted(t, v)
+			h.Manifests[v.Next.Version()] = v.Next
+			h.Txns[v.Next.Version()] = mustCommitted(t, v)
 		}
 		out = append(out, v)
 	}
@@ -53,7 +31,7 @@ func decideAll(t *testing.T, st *State, h *memHistory, txns ...*lancepb.Transact
 }
 
 func TestStateWindowRetentionRollback(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 2, Retain: 5, MaxLag: 100}, h)
 	txns := []*lancepb.Transaction{createTxn(newUUID())}
 	for v := uint64(1); v <= 8; v++ {

@@ -6,7 +6,6 @@ import (
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 // TestAppendBeyondWindowReadsNoHistory decides appends read further
@@ -21,21 +20,21 @@ func TestAppendBeyondWindowReadsNoHistory(t *testing.T) {
 	for range 300 {
 		txns = append(txns, appendTxn(newUUID(), uint64(len(txns))))
 	}
-	decideAll(t, st, &h.memHistory, txns...)
+	decideAll(t, st, &h.MemHistory, txns...)
 	head := st.HeadVersion()
 	if st.Txns.len() > lim.Window {
 		t.Fatalf("the window keeps %d transactions, more than %d", st.Txns.len(), lim.Window)
 	}
-	h.reset()
+	h.Reset()
 	for _, lag := range []uint64{9, 100, 250, 299} {
-		v := decideAll(t, st, &h.memHistory, appendTxn(newUUID(), st.HeadVersion()-lag))[0]
+		v := decideAll(t, st, &h.MemHistory, appendTxn(newUUID(), st.HeadVersion()-lag))[0]
 		if v.Rec.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED {
 			t.Fatalf("append at lag %d: %v", lag, v.Rec)
 		}
 	}
-	if h.manifests != 0 || h.committed != 0 {
+	if h.ManifestReads != 0 || h.CommittedReads != 0 {
 		t.Errorf("appends up to %d versions behind head %d read %d manifests and %d transactions from history, want none",
-			299, head, h.manifests, h.committed)
+			299, head, h.ManifestReads, h.CommittedReads)
 	}
 }
 
@@ -43,7 +42,7 @@ func TestAppendBeyondWindowReadsNoHistory(t *testing.T) {
 // maxRebaseLag versions below head, its bytes counted in the cache cost,
 // dropped entirely when the budget asks for everything.
 func TestConflictIndexSpan(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	lim := Limits{MaxTxnBytes: 1 << 20, Window: 4, MaxLag: 1000, MaxRebaseLag: 50}
 	st := NewState("span", lim, h)
 	txns := []*lancepb.Transaction{createTxn(newUUID())}
@@ -83,7 +82,7 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 		h  *memHistory
 	}
 	newSide := func() side {
-		h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+		h := newMemHistory()
 		return side{NewState("span", lim, h), h}
 	}
 	indexed, walked := newSide(), newSide()
@@ -105,7 +104,7 @@ func TestConflictIndexBeyondWindowMatchesWalk(t *testing.T) {
 				}
 				recs, seqs = append(recs, v.Rec), append(seqs, seq+uint64(j)+1)
 				if keep && v.Next != nil {
-					s.h.ms[v.Next.Version()], s.h.txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
+					s.h.Manifests[v.Next.Version()], s.h.Txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
 				}
 			}
 			got[i] = recs
@@ -170,7 +169,7 @@ func checkConflictMirror(t *testing.T, st *State) {
 // state exactly as if the first had been committed alone: its versions,
 // ids and log position kept, the second's gone.
 func TestCommitUnderThenRollback(t *testing.T) {
-	h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+	h := newMemHistory()
 	st := NewState("under", Limits{MaxTxnBytes: 1 << 20, Window: 2, MaxLag: 1000, MaxRebaseLag: 100}, h)
 	decideAll(t, st, h, createTxn(newUUID()))
 	seq := st.LastTxnSeq

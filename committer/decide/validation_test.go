@@ -5,7 +5,6 @@ import (
 
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
-	"cellguard/table"
 )
 
 // TestDecideValidationHoles: appends of no fragments, of empty
@@ -32,7 +31,7 @@ func TestDecideValidationHoles(t *testing.T) {
 		{"restore beyond head", restore(7)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := &memHistory{ms: map[uint64]*table.Manifest{}, txns: map[uint64]*lancepb.Transaction{}}
+			h := newMemHistory()
 			st := NewState("ds", Limits{MaxTxnBytes: 1 << 20, Window: 4, MaxLag: 100}, h)
 			vs := decideAll(t, st, h, createTxn(newUUID()), c.txn, appendTxn(newUUID(), 1))
 			if r := vs[1].Rec; r.Outcome != cellguardpb.Outcome_OUTCOME_REJECTED || r.Reason != cellguardpb.Reason_INVALID_TRANSACTION {

@@ -188,10 +188,14 @@ func reachProblems(g graph, pkg string, forbidden []string) []string {
 }
 
 // lowerLayers are the packages below the SDKs and the server: no arrow
-// from them runs up to a package of upperLayers.
+// from them runs up to a package of upperLayers. The application
+// packages sit above everything but cmd/: they may import the SDKs and
+// the committer, and only cmd/ imports them.
 var (
 	lowerLayers = []string{"internal/", "table", "evaluator", "lancefile", "rejection", "proto/"}
-	upperLayers = []string{"cellguard/producer", "cellguard/events", "cellguard/committer", "cellguard/cmd/"}
+	upperLayers = []string{"cellguard/producer", "cellguard/events", "cellguard/committer", "cellguard/cmd/",
+		"cellguard/internal/bench", "cellguard/internal/demo"}
+	appLayers = []string{"internal/bench", "internal/demo"}
 )
 
 func TestNoUpwardArrow(t *testing.T) {
@@ -205,7 +209,7 @@ func upwardProblems(g graph) []string {
 	var out []string
 	for _, pkg := range g.packages() {
 		rel := strings.TrimPrefix(pkg, module+"/")
-		if !hasAnyPrefix(rel, lowerLayers) {
+		if !hasAnyPrefix(rel, lowerLayers) || hasAnyPrefix(rel, appLayers) {
 			continue
 		}
 		for _, r := range g.reach(pkg) {
@@ -217,9 +221,36 @@ func upwardProblems(g graph) []string {
 	return out
 }
 
+func TestOnlyCmdImportsApplications(t *testing.T) {
+	g := projectGraph(t)
+	for _, p := range applicationImporters(g) {
+		t.Errorf("%s (rule: only cmd/ imports an application package)", p)
+	}
+}
+
+// applicationImporters names each package outside cmd/ that imports an
+// application package (appLayers).
+func applicationImporters(g graph) []string {
+	var out []string
+	for _, pkg := range g.packages() {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if strings.HasPrefix(rel, "cmd/") {
+			continue
+		}
+		for _, imp := range g.imports[pkg] {
+			if app, ok := strings.CutPrefix(imp, module+"/"); ok && hasAnyPrefix(app, appLayers) {
+				out = append(out, fmt.Sprintf("%s imports %s", rel, app))
+			}
+		}
+	}
+	return out
+}
+
+// hasAnyPrefix reports whether package s is one of prefixes or below one
+// ("internal/bench" is not below "internal/ben").
 func hasAnyPrefix(s string, prefixes []string) bool {
 	for _, p := range prefixes {
-		if s == strings.TrimSuffix(p, "/") || strings.HasPrefix(s, p) || !strings.HasSuffix(p, "/") && strings.HasPrefix(s, p+"/") {
+		if s == strings.TrimSuffix(p, "/") || strings.HasPrefix(s, strings.TrimSuffix(p, "/")+"/") {
 			return true
 		}
 	}
@@ -425,8 +456,9 @@ func TestPureImportProblem(t *testing.T) {
 // TestCheckersReportViolations runs the checkers over a small synthetic
 // graph with the arrows this lint exists to refuse: a server reaching
 // the worker SDK through two internal packages, a low package reaching
-// up, and a pure package reaching, through a pure one, a package that
-// reads the clock. Each must be reported with its path.
+// up, a pure package reaching, through a pure one, a package that reads
+// the clock, and an application imported from outside cmd/. Each must be
+// reported with its path.
 func TestCheckersReportViolations(t *testing.T) {
 	m := func(p string) string { return module + "/" + p }
 	g := graph{imports: map[string][]string{
@@ -440,6 +472,9 @@ func TestCheckersReportViolations(t *testing.T) {
 		m("internal/pbwire"):    {m("internal/clock")},
 		m("internal/clock"):     {"time"},
 		m("proto/lancepb"):      nil,
+		m("internal/bench"):     {m("committer"), m("producer")},
+		m("internal/demo"):      {m("internal/bench"), m("events")},
+		m("cmd/cellguard"):      {m("internal/bench"), m("internal/demo")},
 	}, goStmts: map[string][]string{}}
 
 	got := reachProblems(g, "committer", sdkForbidden["committer"])
@@ -455,11 +490,15 @@ func TestCheckersReportViolations(t *testing.T) {
 	if !slices.Contains(got, want) {
 		t.Errorf("pureProblems = %q; want it to contain %q", got, want)
 	}
+	if got := applicationImporters(g); !slices.Equal(got, []string{"internal/demo imports internal/bench"}) {
+		t.Errorf("applicationImporters = %q; want only internal/demo importing internal/bench", got)
+	}
 	// Without the upward arrows, nothing is reported.
 	g.imports[m("internal/dataplane")] = nil
 	g.imports[m("internal/publish")] = nil
 	g.imports[m("internal/pbwire")] = nil
-	if got := append(reachProblems(g, "committer", sdkForbidden["committer"]), append(upwardProblems(g), pureProblems(g, "evaluator")...)...); len(got) > 0 {
+	g.imports[m("internal/demo")] = []string{m("events")}
+	if got := append(reachProblems(g, "committer", sdkForbidden["committer"]), append(upwardProblems(g), append(pureProblems(g, "evaluator"), applicationImporters(g)...)...)...); len(got) > 0 {
 		t.Errorf("clean graph reported %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The many-datasets runs of `cellguard bench`: one committer (or the raw
 // loop) serving many datasets. Every dataset is created first (the
@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -116,7 +117,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	_ = sub.SetPendingLimits(-1, -1)
 	b.prog.watch("create datasets", tr, spec.datasets)
 	for d := range spec.datasets {
-		id := newUUID()
+		id := uuid.NewString()
 		if err := publishAsync(js, sc, manyDataset(d), id, benchCreate(id), tr); err != nil {
 			return outcome{}, err
 		}
@@ -192,7 +193,7 @@ func (b *bencher) offerMany(ctx context.Context, js jetstream.JetStream, sc subj
 					return ctx.Err()
 				}
 			}
-			id := newUUID()
+			id := uuid.NewString()
 			tr.inOrder(id, x)
 			if err := publishAsync(js, sc, manyDataset(x.ds), id, benchAppend(id, 1+uint64(x.round), 0), tr); err != nil {
 				return err
@@ -219,7 +220,7 @@ func closedLoop(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, 
 func awaitEach(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, tr *tracker, share []manyTxn) error {
 	done := make(chan struct{}, 1)
 	for _, x := range share {
-		id := newUUID()
+		id := uuid.NewString()
 		tr.await(id, done)
 		tr.inOrder(id, x)
 		if err := publishAsync(js, sc, manyDataset(x.ds), id, benchAppend(id, 1+uint64(x.round), 0), tr); err != nil {

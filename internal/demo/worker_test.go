@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"slices"
@@ -13,11 +13,11 @@ import (
 // recomputation it rejects before that worker's Commit has returned: the
 // fragment is still held, so the handler cannot recompute it. The
 // fragment must then be looked at again when the recomputation in hand
-// ends. Before, the handler acknowledged the rejection and dropped the
-// fragment; when the rejection came from a change that is not a write of
-// x (rows deleted: a conflict, or a protected row gone), nothing
-// scheduled the fragment again and y stayed stale at the head: the demo's
-// "workers did not catch up" flake.
+// ends: were the handler to acknowledge the rejection and drop the
+// fragment, a rejection from a change that is not a write of x (rows
+// deleted: a conflict, or a protected row gone) would leave nothing to
+// schedule the fragment again and y stale at the head: the workers
+// would never catch up.
 func TestDemoWorkerRejectionOfFragmentInHand(t *testing.T) {
 	const f = 2
 	for _, tc := range []struct {
@@ -26,7 +26,7 @@ func TestDemoWorkerRejectionOfFragmentInHand(t *testing.T) {
 	}{
 		{"conflict with a delete", &rejection.Error{Reason: cellguardpb.Reason_CONFLICT_RETRYABLE, ReadVersion: 5, HeadVersion: 6, ConflictVersion: 6}},
 		{"protected row deleted", &rejection.Error{Reason: cellguardpb.Reason_PRECONDITION_FAILED, ReadVersion: 5, HeadVersion: 6,
-			Violations: []rejection.Violation{{FieldID: fieldX, FragmentID: f, Reason: "rows-deleted", Rows: []uint32{7}, CulpritVersion: 6}}}},
+			Violations: []rejection.Violation{{FieldID: FieldX, FragmentID: f, Reason: "rows-deleted", Rows: []uint32{7}, CulpritVersion: 6}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &demoWorker{

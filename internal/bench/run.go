@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The runs of `cellguard bench`: one configuration each, on a fresh
 // dataset (or fresh datasets) under a fresh committer or raw loop.
@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -310,7 +311,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 	// Create the dataset with benchFragments fragments, then measure.
-	create := newUUID()
+	create := uuid.NewString()
 	b.prog.watch("create", tr, 1)
 	if err := publish(ctx, js, sc, ds, create, benchCreate(create), tr); err != nil {
 		return outcome{}, err
@@ -359,7 +360,7 @@ func (b *bencher) produce(ctx context.Context, js jetstream.JetStream, sc subjec
 			defer wg.Done()
 			done := make(chan struct{}, 1)
 			for i := 0; i < count; i++ {
-				id := newUUID()
+				id := uuid.NewString()
 				body := benchAppend(id, max(tr.head.Load(), 1), spec.pre)
 				if spec.rate > 0 {
 					select {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The raw baseline of `cellguard bench`: the same JetStream I/O as the
 // committer (consume staged messages, publish one decision each as an

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // What `cellguard bench` reports: one benchRecord per run, printed as a
 // table row on stdout, collected into a benchReport for -json and -plot,

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"cellguard/internal/declog"
+	"cellguard/internal/embedded"
 	lancepub "cellguard/internal/publish"
 	"cellguard/internal/subject"
 )
@@ -23,12 +25,12 @@ type demoPublisher struct {
 	wg     sync.WaitGroup
 }
 
-func startDemoPublisher(ctx context.Context, srv *embeddedServer) (*demoPublisher, error) {
-	nc, err := srv.connect("committer", "cellguard-publisher")
+func startDemoPublisher(ctx context.Context, srv *embedded.Server) (*demoPublisher, error) {
+	nc, err := srv.Connect("committer", "cellguard-publisher")
 	if err != nil {
 		return nil, err
 	}
-	_, l, err := openLogWhenReady(ctx, nc, subject.DefaultPrefix)
+	_, l, err := declog.OpenWhenReady(ctx, nc, subject.DefaultPrefix)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("publisher: %w", err)

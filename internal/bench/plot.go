@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The -plot figure of `cellguard bench`: throughput and latency against
 // the batch size and against the number of datasets, committer beside

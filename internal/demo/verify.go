@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func (d *demoRun) verify(ctx context.Context, pc *producer.Client, res *demoResu
 		}
 		var frags []uint64
 		for _, g := range txn.GetDataReplacement().GetReplacements() {
-			if slices.Contains(g.GetNewFile().GetFields(), fieldY) {
+			if slices.Contains(g.GetNewFile().GetFields(), FieldY) {
 				frags = append(frags, g.GetFragmentId())
 			}
 		}
@@ -137,11 +137,11 @@ func lanceFileVersion(path string) (lancefile.Version, error) {
 // checkFragment counts the live rows of fragment f in m, and those whose y
 // is not f(x) (a null y counts as wrong).
 func checkFragment(ctx context.Context, s *data.Store, m *table.Manifest, f uint64) (rows, bad int64, err error) {
-	b, err := s.ReadFragment(ctx, m, f, []int32{fieldX, fieldY})
+	b, err := s.ReadFragment(ctx, m, f, []int32{FieldX, FieldY})
 	if err != nil {
 		return 0, 0, err
 	}
-	xs, ys := b.Columns[fieldX].(*array.Int64), b.Columns[fieldY].(*array.Int64)
+	xs, ys := b.Columns[FieldX].(*array.Int64), b.Columns[FieldY].(*array.Int64)
 	for i := range b.Offsets {
 		rows++
 		if ys.IsNull(i) || ys.Value(i) != demoF(xs.Value(i)) {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // Rounds: the whole plan made several times over, and each run's median.
 //

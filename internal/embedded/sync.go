@@ -1,4 +1,6 @@
-package main
+// Package embedded is the in-process JetStream server of serve, demo and
+// bench, and when its file store reaches the disk.
+package embedded
 
 // When the embedded server's file store reaches the disk. JetStream's own
 // default acknowledges a publish once it is written to the OS and flushes
@@ -16,48 +18,48 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// syncAlways is the --nats-sync value of the default policy.
-const syncAlways = "always"
+// SyncAlways is the --nats-sync value of the default policy.
+const SyncAlways = "always"
 
-// syncPolicy is when the file store syncs: always (before every
+// SyncPolicy is when the file store syncs: always (before every
 // acknowledgement), or in the background every interval.
-type syncPolicy struct {
+type SyncPolicy struct {
 	always   bool
 	interval time.Duration
 }
 
-// parseSync reads a --nats-sync value: "always", or a Go duration for
+// ParseSync reads a --nats-sync value: "always", or a Go duration for
 // JetStream's background flush (an opt-out: "2m" is JetStream's default).
-func parseSync(s string) (syncPolicy, error) {
-	if s == syncAlways {
-		return syncPolicy{always: true}, nil
+func ParseSync(s string) (SyncPolicy, error) {
+	if s == SyncAlways {
+		return Always(), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return syncPolicy{}, fmt.Errorf("--nats-sync %q: want %q or a positive duration such as 2m (unsafe: acknowledged decisions can be lost to a power failure)", s, syncAlways)
+		return SyncPolicy{}, fmt.Errorf("--nats-sync %q: want %q or a positive duration such as 2m (unsafe: acknowledged decisions can be lost to a power failure)", s, SyncAlways)
 	}
-	return syncPolicy{interval: d}, nil
+	return SyncPolicy{interval: d}, nil
 }
 
-func (p syncPolicy) String() string {
+func (p SyncPolicy) String() string {
 	if p.always {
-		return syncAlways
+		return SyncAlways
 	}
 	return p.interval.String()
 }
 
-// apply sets the policy on a server's options.
-func (p syncPolicy) apply(opts *server.Options) {
+// Apply sets the policy on a server's options.
+func (p SyncPolicy) Apply(opts *server.Options) {
 	opts.SyncAlways = p.always
 	if !p.always {
 		opts.SyncInterval = p.interval
 	}
 }
 
-// announce logs the policy (a warning when it is not always) and exports
+// Announce logs the policy (a warning when it is not always) and exports
 // it as cellguard_nats_sync_always: 1 when every write is synced before it
 // is acknowledged, 0 when the operator opted out.
-func (p syncPolicy) announce(log *slog.Logger, reg prometheus.Registerer) {
+func (p SyncPolicy) Announce(log *slog.Logger, reg prometheus.Registerer) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cellguard_nats_sync_always",
 		Help: "1 when the embedded JetStream server syncs every write to disk before acknowledging it; 0 when --nats-sync opted out (a power failure can lose acknowledged decisions).",
@@ -72,3 +74,7 @@ func (p syncPolicy) announce(log *slog.Logger, reg prometheus.Registerer) {
 		reg.MustRegister(g)
 	}
 }
+
+// Always is the default policy: every write synced before it is
+// acknowledged.
+func Always() SyncPolicy { return SyncPolicy{always: true} }

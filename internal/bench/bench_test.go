@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -24,16 +24,19 @@ import (
 	"cellguard/internal/subject"
 )
 
-// runBench runs `cellguard bench args... -json -plot` in this process and
-// returns the report as written, the SVG and stderr.
-func runBench(t *testing.T, args ...string) (rep benchReport, raw, svg []byte, stderr string) {
+// runBench runs bench with the defaults as set changes them, a JSON
+// report and a plot, in this process, and returns the report as written,
+// the SVG and stderr.
+func runBench(t *testing.T, set func(o *Options)) (rep benchReport, raw, svg []byte, stderr string) {
 	t.Helper()
 	dir := t.TempDir()
 	jsonPath, plotPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.svg")
-	args = append(args, "-data-dir", filepath.Join(dir, "data"), "-json", jsonPath, "-plot", plotPath)
+	o := Defaults()
+	set(&o)
+	o.DataDir, o.JSONPath, o.PlotPath = filepath.Join(dir, "data"), jsonPath, plotPath
 	var out, errOut bytes.Buffer
-	if err := bench(t.Context(), args, &out, &errOut); err != nil {
-		t.Fatalf("bench %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, &out, &errOut)
+	if err := Run(t.Context(), o, &out, &errOut); err != nil {
+		t.Fatalf("bench %+v: %v\nstdout:\n%s\nstderr:\n%s", o, err, &out, &errOut)
 	}
 	raw, err := os.ReadFile(jsonPath)
 	if err != nil {
@@ -52,8 +55,10 @@ func runBench(t *testing.T, args ...string) (rep benchReport, raw, svg []byte, s
 
 func TestBenchReportAndPlot(t *testing.T) {
 	timelines := t.TempDir()
-	rep, raw, svg, stderr := runBench(t, "-txns", "60", "-producers", "6", "-batches", "1,32", "-preconditions", "4",
-		"-datasets", "3,6", "-datasets-txns", "2", "-progress", "1ms", "-timeline", timelines)
+	rep, raw, svg, stderr := runBench(t, func(o *Options) {
+		o.Txns, o.Producers, o.Batches, o.Preconditions = 60, 6, []int{1, 32}, []int{4}
+		o.Datasets, o.DatasetsTxns, o.Progress, o.TimelineDir = []int{3, 6}, 2, time.Millisecond, timelines
+	})
 	checkTimelines(t, timelines, rep.Runs)
 
 	// The JSON round-trips: decoding and encoding again gives the same bytes.
@@ -212,7 +217,9 @@ func checkBenchRecord(t *testing.T, r benchRecord) {
 // each serves several), then an open loop at half the committer's rate,
 // every append decided once and in its dataset's order.
 func TestBenchManyDatasetsClosedLoop(t *testing.T) {
-	rep, _, _, stderr := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "5", "-datasets-txns", "3", "-producers", "2")
+	rep, _, _, stderr := runBench(t, func(o *Options) {
+		o.Batches, o.Preconditions, o.Datasets, o.DatasetsTxns, o.Producers = nil, nil, []int{5}, 3, 2
+	})
 	if got, want := len(rep.Runs), 4; got != want {
 		t.Fatalf("%d runs, want %d: %+v\n%s", got, want, rep.Runs, stderr)
 	}
@@ -243,7 +250,9 @@ func TestBenchManyDatasetsClosedLoop(t *testing.T) {
 // TestBenchManyDatasetsProducersPerDataset checks that a closed loop
 // never has more producers than datasets.
 func TestBenchManyDatasetsProducersPerDataset(t *testing.T) {
-	rep, _, _, _ := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "3", "-datasets-txns", "2", "-producers", "8", "-latency=false")
+	rep, _, _, _ := runBench(t, func(o *Options) {
+		o.Batches, o.Preconditions, o.Datasets, o.DatasetsTxns, o.Producers, o.Latency = nil, nil, []int{3}, 2, 8, false
+	})
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want 2: %+v", len(rep.Runs), rep.Runs)
 	}
@@ -258,7 +267,9 @@ func TestBenchManyDatasetsProducersPerDataset(t *testing.T) {
 // TestBenchManyDatasetsBurst checks -datasets-burst: schema 1's runs,
 // every append staged at once, and no open loop after them.
 func TestBenchManyDatasetsBurst(t *testing.T) {
-	rep, _, svg, _ := runBench(t, "-batches", "", "-preconditions", "", "-datasets", "4", "-datasets-txns", "2", "-datasets-burst")
+	rep, _, svg, _ := runBench(t, func(o *Options) {
+		o.Batches, o.Preconditions, o.Datasets, o.DatasetsTxns, o.DatasetsBurst = nil, nil, []int{4}, 2, true
+	})
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want 2 (raw, committer): %+v", len(rep.Runs), rep.Runs)
 	}
@@ -380,8 +391,10 @@ func svgCharts(t *testing.T, doc []byte) map[string]map[string]int {
 }
 
 func TestBenchCluster(t *testing.T) {
-	rep, _, _, stderr := runBench(t, "-cluster", "3", "-txns", "40", "-producers", "4", "-batches", "8", "-preconditions", "",
-		"-datasets", "3", "-datasets-txns", "2", "-latency=false")
+	rep, _, _, stderr := runBench(t, func(o *Options) {
+		o.Cluster, o.Txns, o.Producers, o.Batches, o.Preconditions = 3, 40, 4, []int{8}, nil
+		o.Datasets, o.DatasetsTxns, o.Latency = []int{3}, 2, false
+	})
 	if rep.Nodes != 3 {
 		t.Errorf("cluster_nodes = %d, want 3", rep.Nodes)
 	}
@@ -398,16 +411,27 @@ func TestBenchCluster(t *testing.T) {
 	}
 }
 
-func TestBenchRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-cluster", "0"}, {"-cluster", "6"}, {"-batches", "0"}, {"-batches", "x"}, {"-preconditions", "-1"},
-		{"-producers", "0"}, {"-txns", "10", "-producers", "11"}, {"-datasets-txns", "0"}, {"-progress", "0s"}, {"-rounds", "0"}, {"-rounds", "101"}, {"-atomic-min", "-1"},
+func TestBenchRejectsBadOptions(t *testing.T) {
+	for name, set := range map[string]func(o *Options){
+		"cluster 0": func(o *Options) { o.Cluster = 0 }, "cluster 6": func(o *Options) { o.Cluster = 6 },
+		"batch 0": func(o *Options) { o.Batches = []int{0} }, "preconditions -1": func(o *Options) { o.Preconditions = []int{-1} },
+		"producers 0":      func(o *Options) { o.Producers = 0 },
+		"producers > txns": func(o *Options) { o.Txns, o.Producers = 10, 11 },
+		"datasets-txns 0":  func(o *Options) { o.DatasetsTxns = 0 }, "progress 0": func(o *Options) { o.Progress = 0 },
+		"rounds 0": func(o *Options) { o.Rounds = 0 }, "rounds 101": func(o *Options) { o.Rounds = 101 },
+		"atomic-min -1": func(o *Options) { o.AtomicMin = -1 },
 	} {
+		o := Defaults()
+		set(&o)
+		o.DataDir = t.TempDir() // an error must come before anything starts in it
 		var out, errOut bytes.Buffer
-		err := bench(t.Context(), args, &out, &errOut)
-		var ue usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("bench %v = %v, want a usage error", args, err)
+		err := Run(t.Context(), o, &out, &errOut)
+		var oe *OptionError
+		if !errors.As(err, &oe) {
+			t.Errorf("%s: Run = %v, want an *OptionError", name, err)
+		}
+		if entries, _ := os.ReadDir(o.DataDir); len(entries) != 0 {
+			t.Errorf("%s: Run left %d entries in the data directory", name, len(entries))
 		}
 	}
 }
@@ -418,8 +442,10 @@ func TestBenchWritesWhatItHasWhenARunFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the first run cannot even create its streams
 	var out, errOut bytes.Buffer
-	err := bench(ctx, []string{"-txns", "10", "-producers", "2", "-batches", "1", "-preconditions", "", "-datasets", "",
-		"-data-dir", filepath.Join(dir, "data"), "-json", jsonPath}, &out, &errOut)
+	o := Defaults()
+	o.Txns, o.Producers, o.Batches, o.Preconditions, o.Datasets = 10, 2, []int{1}, nil, nil
+	o.DataDir, o.JSONPath = filepath.Join(dir, "data"), jsonPath
+	err := Run(ctx, o, &out, &errOut)
 	if err == nil {
 		t.Fatal("bench with a cancelled context = nil error")
 	}

@@ -1,9 +1,10 @@
-package main
+package bench
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMedian(t *testing.T) {
@@ -79,8 +80,10 @@ func TestBenchMedians(t *testing.T) {
 // -rounds 2 makes the plan twice, pairs each committer run with the raw
 // run of its own round, and ends with a table and records of medians.
 func TestBenchRounds(t *testing.T) {
-	rep, _, svg, stderr := runBench(t, "-rounds", "2", "-txns", "40", "-producers", "4", "-batches", "8",
-		"-preconditions", "", "-datasets", "", "-latency=false", "-progress", "1h")
+	rep, _, svg, stderr := runBench(t, func(o *Options) {
+		o.Rounds, o.Txns, o.Producers, o.Batches = 2, 40, 4, []int{8}
+		o.Preconditions, o.Datasets, o.Latency, o.Progress = nil, nil, false, time.Hour
+	})
 	if rep.Rounds != 2 || len(rep.Runs) != 4 || len(rep.Summary) != 2 {
 		t.Fatalf("rounds %d, %d runs, %d summary records; want 2, 4, 2", rep.Rounds, len(rep.Runs), len(rep.Summary))
 	}

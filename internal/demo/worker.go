@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type demoPool struct {
 }
 
 func newDemoPool(d *demoRun) *demoPool {
-	return &demoPool{d: d, ws: make([]*demoWorker, d.cfg.workers)}
+	return &demoPool{d: d, ws: make([]*demoWorker, d.cfg.Workers)}
 }
 
 func (p *demoPool) start(ctx context.Context) error {
@@ -165,7 +165,7 @@ type demoWorker struct {
 }
 
 func newDemoWorker(d *demoRun, id int) (*demoWorker, error) {
-	nc, err := d.srv.connect("worker", fmt.Sprintf("demo-worker-%d", id))
+	nc, err := d.srv.Connect("worker", fmt.Sprintf("demo-worker-%d", id))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func newDemoWorker(d *demoRun, id int) (*demoWorker, error) {
 		return nil, err
 	}
 	return &demoWorker{
-		id: id, name: fmt.Sprintf("worker %d", id), d: d, nc: nc, pc: pc, tr: newDemoTracker(), n: d.cfg.workers,
+		id: id, name: fmt.Sprintf("worker %d", id), d: d, nc: nc, pc: pc, tr: newDemoTracker(), n: d.cfg.Workers,
 		in: map[uint64]bool{}, again: map[uint64]bool{}, wake: make(chan struct{}, 1), dead: make(chan struct{}),
 	}, nil
 }
@@ -242,7 +242,7 @@ func (w *demoWorker) die(holding string) {
 // changed.
 func (w *demoWorker) onVersion(_ context.Context, c *events.Committed) error {
 	w.tr.apply(c)
-	for _, f := range c.Summary.FragmentsWriting(fieldX) {
+	for _, f := range c.Summary.FragmentsWriting(FieldX) {
 		if int(f%uint64(w.n)) == w.id {
 			w.schedule(f)
 		}
@@ -426,26 +426,26 @@ func (w *demoWorker) recompute(ctx context.Context, f uint64) error {
 	}
 	txn := snap.NewTxn()
 	var b *data.Batch
-	if d.cfg.unsafe {
-		b, err = d.store.ReadFragment(ctx, snap.Manifest(), f, []int32{fieldX})
+	if d.cfg.Unsafe {
+		b, err = d.store.ReadFragment(ctx, snap.Manifest(), f, []int32{FieldX})
 	} else {
-		b, err = txn.Read(ctx, d.store, f, fieldX) // protects the x cells read
+		b, err = txn.Read(ctx, d.store, f, FieldX) // protects the x cells read
 	}
 	if err != nil {
 		return err
 	}
 	ys := make([]int64, frag.PhysicalRows())
 	valid := make([]bool, frag.PhysicalRows()) // deleted rows stay null
-	xs := b.Columns[fieldX].(*array.Int64)
+	xs := b.Columns[FieldX].(*array.Int64)
 	for i, off := range b.Offsets {
 		ys[off], valid[off] = demoF(xs.Value(i)), true
 	}
 	select { // a real f takes time; x may change meanwhile
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(jitter(nil, d.cfg.workTime)):
+	case <-time.After(jitter(nil, d.cfg.WorkTime)):
 	}
-	file, err := d.store.WriteColumns(ctx, snap.Manifest().Schema(), frag, map[int32]arrow.Array{fieldY: int64Array(ys, valid)})
+	file, err := d.store.WriteColumns(ctx, snap.Manifest().Schema(), frag, map[int32]arrow.Array{FieldY: Int64Array(ys, valid)})
 	if err != nil {
 		return err
 	}
@@ -518,10 +518,10 @@ func (t *demoTracker) apply(c *events.Committed) {
 		t.frags[f] = true
 	}
 	for f := range s.Written {
-		if s.Wrote(f, fieldX) {
+		if s.Wrote(f, FieldX) {
 			t.xWritten[f] = c.Version
 		}
-		if s.Wrote(f, fieldY) {
+		if s.Wrote(f, FieldY) {
 			t.yRead[f] = max(t.yRead[f], c.Decision.GetReadVersion())
 		}
 	}

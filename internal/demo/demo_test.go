@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -16,18 +16,18 @@ var demoLong = flag.Bool("demo.long", false, "run the demo scenario at full size
 // rejection and restarts; no stale value is ever published, and y == f(x)
 // everywhere once the workers catch up.
 func TestDemoScenario(t *testing.T) {
-	cfg := demoConfig{
-		dataDir: t.TempDir(), fragments: 4, rows: 200, workers: 3,
-		duration: 3 * time.Second, updateEvery: 15 * time.Millisecond, workTime: 40 * time.Millisecond,
-		settle: 30 * time.Second, crash: true, seed: 7, quiet: true,
-		onStall: func() { t.Logf("goroutines when the workers had not caught up:\n%s", allStacks()) },
+	cfg := Options{
+		DataDir: t.TempDir(), Fragments: 4, Rows: 200, Workers: 3,
+		Duration: 3 * time.Second, UpdateEvery: 15 * time.Millisecond, WorkTime: 40 * time.Millisecond,
+		Settle: 30 * time.Second, Crash: true, Seed: 7, Quiet: true,
+		OnStall: func() { t.Logf("goroutines when the workers had not caught up:\n%s", allStacks()) },
 	}
 	if testing.Short() {
-		cfg.duration = 2 * time.Second
+		cfg.Duration = 2 * time.Second
 	}
 	if *demoLong {
-		cfg.fragments, cfg.rows, cfg.workers, cfg.duration = 16, 2000, 4, 45*time.Second
-		cfg.updateEvery, cfg.workTime = 20*time.Millisecond, 60*time.Millisecond
+		cfg.Fragments, cfg.Rows, cfg.Workers, cfg.Duration = 16, 2000, 4, 45*time.Second
+		cfg.UpdateEvery, cfg.WorkTime = 20*time.Millisecond, 60*time.Millisecond
 	}
 	var out bytes.Buffer
 	res, err := runDemo(t.Context(), cfg, &out)
@@ -52,10 +52,10 @@ func TestDemoWithoutPreconditionsIsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
 	}
-	cfg := demoConfig{
-		dataDir: t.TempDir(), fragments: 2, rows: 100, workers: 2,
-		duration: 1500 * time.Millisecond, updateEvery: 5 * time.Millisecond, workTime: 40 * time.Millisecond,
-		settle: 20 * time.Second, seed: 3, quiet: true, unsafe: true,
+	cfg := Options{
+		DataDir: t.TempDir(), Fragments: 2, Rows: 100, Workers: 2,
+		Duration: 1500 * time.Millisecond, UpdateEvery: 5 * time.Millisecond, WorkTime: 40 * time.Millisecond,
+		Settle: 20 * time.Second, Seed: 3, Quiet: true, Unsafe: true,
 	}
 	var out bytes.Buffer
 	res, err := runDemo(t.Context(), cfg, &out)

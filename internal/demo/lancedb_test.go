@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -40,10 +40,10 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 		if testing.Short() {
 			t.Skip("short mode")
 		}
-		cfg := demoConfig{
-			dataDir: t.TempDir(), fragments: 3, rows: 150, workers: 2,
-			duration: 1500 * time.Millisecond, updateEvery: 10 * time.Millisecond, workTime: 20 * time.Millisecond,
-			settle: 30 * time.Second, seed: 11, quiet: true, lanceRoot: t.TempDir(),
+		cfg := Options{
+			DataDir: t.TempDir(), Fragments: 3, Rows: 150, Workers: 2,
+			Duration: 1500 * time.Millisecond, UpdateEvery: 10 * time.Millisecond, WorkTime: 20 * time.Millisecond,
+			Settle: 30 * time.Second, Seed: 11, Quiet: true, LanceRoot: t.TempDir(),
 		}
 		var out bytes.Buffer
 		res, err := runDemo(t.Context(), cfg, &out)
@@ -51,7 +51,7 @@ func TestLanceDBReadsDemoHead(t *testing.T) {
 			t.Fatalf("demo: %v, %+v\n%s", err, res, out.String())
 		}
 		head := res.manifest
-		lanceDir := cfg.lanceRoot
+		lanceDir := cfg.LanceRoot
 		if res.published != head.Version() {
 			t.Fatalf("published up to version %d of %d: %v", res.published, head.Version(), res.publishErr)
 		}
@@ -94,11 +94,11 @@ func dataPlaneX(t *testing.T, dir string, m *table.Manifest) []int64 {
 	}
 	defer s.Close()
 	var xs []int64
-	for b, err := range s.Scan(t.Context(), m, []int32{fieldX}) {
+	for b, err := range s.Scan(t.Context(), m, []int32{FieldX}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col := b.Columns[fieldX].(*array.Int64)
+		col := b.Columns[FieldX].(*array.Int64)
 		for i := range b.Len() {
 			xs = append(xs, col.Value(i))
 		}

@@ -1,6 +1,6 @@
-package main
+package bench
 
-// bench_timeline.go writes, with -timeline DIR, every decision of every
+// timeline.go writes, with -timeline DIR, every decision of every
 // run: when its transaction was staged and how long its decision took.
 // A p99 says how bad the tail is; the timeline says when it happens
 // (at the start of a run, every so often, at a checkpoint), which is what

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type demoUpdater struct {
 }
 
 func (u *demoUpdater) run(ctx context.Context) error {
-	nc, err := u.d.srv.connect("worker", "demo-updater")
+	nc, err := u.d.srv.Connect("worker", "demo-updater")
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (u *demoUpdater) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(jitter(u.rng, u.d.cfg.updateEvery)):
+		case <-time.After(jitter(u.rng, u.d.cfg.UpdateEvery)):
 		}
 		kind := u.pick()
 		u.noop = false
@@ -98,12 +98,12 @@ func (u *demoUpdater) build(ctx context.Context, snap *producer.Snapshot, kind s
 		// protected like a worker's: "point" gives a few live rows new
 		// values and keeps the others, "replace" and "rewrite" set
 		// x' = x + 1 on every live row.
-		b, err := txn.Read(ctx, store, fid, fieldX)
+		b, err := txn.Read(ctx, store, fid, FieldX)
 		if err != nil {
 			return nil, err
 		}
 		xs := make([]int64, frag.PhysicalRows())
-		col := b.Columns[fieldX].(*array.Int64)
+		col := b.Columns[FieldX].(*array.Int64)
 		for i, off := range b.Offsets {
 			xs[off] = col.Value(i)
 			if kind != "point" {
@@ -115,7 +115,7 @@ func (u *demoUpdater) build(ctx context.Context, snap *producer.Snapshot, kind s
 				xs[off] = u.rng.Int64N(1_000_000)
 			}
 		}
-		file, err := store.WriteColumns(ctx, m.Schema(), frag, map[int32]arrow.Array{fieldX: int64Array(xs, nil)})
+		file, err := store.WriteColumns(ctx, m.Schema(), frag, map[int32]arrow.Array{FieldX: Int64Array(xs, nil)})
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func (u *demoUpdater) build(ctx context.Context, snap *producer.Snapshot, kind s
 			u.noop = true
 			return nil, nil
 		}
-		b, err := store.ReadFragment(ctx, m, fid, []int32{fieldX})
+		b, err := store.ReadFragment(ctx, m, fid, []int32{FieldX})
 		if err != nil {
 			return nil, err
 		}
