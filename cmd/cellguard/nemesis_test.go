@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,12 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/lancedbtest"
 	"cellguard/internal/natstest"
 	"cellguard/internal/natstest/loopback"
 	"cellguard/internal/nemesis"
+	lancepub "cellguard/internal/publish"
+	"cellguard/internal/subject"
 	"cellguard/producer"
 	"cellguard/proto/lancepb"
 )
@@ -32,6 +37,7 @@ var (
 	nemesisOn       = flag.Bool("nemesis", false, "run the long nemesis: faults drawn from -nemesis.seed for -nemesis.duration (without it, a short run of one fault of each kind)")
 	nemesisDuration = flag.Duration("nemesis.duration", 30*time.Second, "how long the long nemesis injects faults")
 	nemesisSeed     = flag.Uint64("nemesis.seed", 1, "seed of the fault schedule")
+	nemesisFaults   = flag.String("nemesis.faults", "", "the long nemesis draws only these kinds of fault (comma-separated, e.g. \"corrupt block,kill server\"; default all)")
 )
 
 // natsNode is one nats-server process of the nemesis cluster.
@@ -205,25 +211,28 @@ func (c *nemCluster) leaderNow(stream string) int {
 	return -1
 }
 
-// replicaStates makes each node in turn the leader of stream (a
-// stepdown with that node preferred) and returns the stream's state as
-// each leader reports it: what each replica holds.
-func (c *nemCluster) replicaStates(stream string) map[string]string {
-	out := map[string]string{}
+// replicaLogs makes each node in turn the leader of CG_DEC (a stepdown
+// with that node preferred) and reads, from that leader (STREAM.MSG.GET,
+// never a direct get), every record of the stream: what each replica
+// holds. held[node][seq] is the committed record at seq (its dataset,
+// transaction and version); state[node] the stream's state as that
+// leader reports it.
+func (c *nemCluster) replicaLogs(t *testing.T) (held map[string]map[uint64]nemRecord, state map[string]string) {
+	held, state = map[string]map[uint64]nemRecord{}, map[string]string{}
 	for i, n := range c.nodes {
-		out[n.name] = "never led"
-		for range 20 {
-			if c.leaderNow(stream) == i {
+		state[n.name] = "never led"
+		for range 30 {
+			if c.leaderNow("CG_DEC") == i {
 				break
 			}
 			nc, err := nats.Connect(c.direct[i], nats.Timeout(time.Second), nats.NoReconnect())
 			if err == nil {
-				_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(fmt.Sprintf(`{"placement":{"preferred":%q}}`, n.name)), 2*time.Second)
+				_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.CG_DEC", []byte(fmt.Sprintf(`{"placement":{"preferred":%q}}`, n.name)), 2*time.Second)
 				nc.Close()
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		if c.leaderNow(stream) != i {
+		if c.leaderNow("CG_DEC") != i {
 			continue
 		}
 		nc, err := nats.Connect(c.direct[i], nats.Timeout(time.Second), nats.NoReconnect())
@@ -232,13 +241,80 @@ func (c *nemCluster) replicaStates(stream string) map[string]string {
 		}
 		js, _ := jetstream.New(nc)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if s, err := js.Stream(ctx, stream); err == nil {
-			if si, err := s.Info(ctx); err == nil {
-				out[n.name] = fmt.Sprintf("msgs %d, first %d, last %d, deleted %d", si.State.Msgs, si.State.FirstSeq, si.State.LastSeq, si.State.NumDeleted)
+		si, err := func() (*jetstream.StreamInfo, error) {
+			s, err := js.Stream(ctx, "CG_DEC")
+			if err != nil {
+				return nil, err
 			}
-		}
+			return s.Info(ctx)
+		}()
 		cancel()
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		state[n.name] = fmt.Sprintf("msgs %d, first %d, last %d, deleted %d", si.State.Msgs, si.State.FirstSeq, si.State.LastSeq, si.State.NumDeleted)
+		recs := map[uint64]nemRecord{}
+		for seq := si.State.FirstSeq; seq <= si.State.LastSeq; seq++ {
+			resp, err := nc.Request("$JS.API.STREAM.MSG.GET.CG_DEC", []byte(fmt.Sprintf(`{"seq":%d}`, seq)), 2*time.Second)
+			if err != nil {
+				t.Logf("%s: record %d: %v", n.name, seq, err)
+				continue
+			}
+			var r struct {
+				Message *struct {
+					Subject string `json:"subject"`
+					Header  []byte `json:"hdrs"`
+				} `json:"message"`
+			}
+			if json.Unmarshal(resp.Data, &r) != nil || r.Message == nil {
+				continue // not held
+			}
+			parts := strings.Split(r.Message.Subject, ".")
+			if len(parts) != 4 || parts[3] != "committed" {
+				continue
+			}
+			hdr, err := nats.DecodeHeadersMsg(r.Message.Header)
+			if err != nil {
+				continue
+			}
+			v, _ := strconv.ParseUint(hdr.Get(subject.HdrVersion), 10, 64)
+			recs[seq] = nemRecord{ds: parts[2], txn: hdr.Get(subject.HdrTxnID), version: v}
+		}
+		held[n.name] = recs
 		nc.Close()
+	}
+	return held, state
+}
+
+// nemRecord is a committed record of CG_DEC.
+type nemRecord struct {
+	ds, txn string
+	version uint64
+}
+
+// quorumLogs is, per dataset, the committed records held by at least two
+// of the three replicas, in stream order: the log a majority keeps.
+func quorumLogs(held map[string]map[uint64]nemRecord) map[string][]nemesis.Decided {
+	count := map[uint64]int{}
+	rec := map[uint64]nemRecord{}
+	for _, recs := range held {
+		for seq, r := range recs {
+			count[seq]++
+			rec[seq] = r
+		}
+	}
+	var seqs []uint64
+	for seq, n := range count {
+		if n >= 2 {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	out := map[string][]nemesis.Decided{}
+	for _, seq := range seqs {
+		r := rec[seq]
+		out[r.ds] = append(out[r.ds], nemesis.Decided{Txn: r.txn, Version: r.version})
 	}
 	return out
 }
@@ -337,10 +413,20 @@ func TestNemesis(t *testing.T) {
 	}
 	waitFor("JetStream on the cluster", 2*time.Minute, func() bool { return loopback.JetStreamReady(cl.url) })
 
+	// Three committers, each publishing to one lance root and serving the
+	// Lance namespace on a port of its own (the same after a restart).
+	lanceRoot := filepath.Join(dir, "lance")
+	nsPorts, err := loopback.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nsURIs []string
 	committers := make([]*committerProc, 3)
 	for i := range committers {
+		ns := fmt.Sprintf("127.0.0.1:%d", nsPorts[i])
+		nsURIs = append(nsURIs, "http://"+ns)
 		committers[i] = &committerProc{args: []string{"serve", "--nats-url", cl.url, "--http", "", "--replicas", "3", "--pinned-ttl", "3s",
-			"--ack-wait", "2s", "--log-level", "warn", "--batch", "32", "--publish=false"}}
+			"--ack-wait", "2s", "--log-level", "warn", "--batch", "32", "--lance-root", lanceRoot, "--lance-namespace", ns}}
 		committers[i].cmd, committers[i].out = process(t, committers[i].args...)
 	}
 
@@ -419,13 +505,49 @@ func TestNemesis(t *testing.T) {
 		}()
 	}
 
+	// LanceDB writers: one per judge, each appending one row at a time to
+	// its own table through the namespaces (the next one after an error).
+	stop := filepath.Join(dir, "lancedb-stop")
+	lanceCalls := make([][]lanceCall, len(lancedbtest.Versions))
+	var lwg sync.WaitGroup
+	for j, judge := range lancedbtest.Versions {
+		table := "lw" + strings.TrimPrefix(judge.Name, "lance")
+		var created struct{ OK bool }
+		judge.Run(t, lancedbtest.Prelude+lanceCreateScript, map[string]any{"uris": nsURIs, "table": table}, &created)
+		lwg.Add(1)
+		go func() {
+			defer lwg.Done()
+			var res struct{ Calls []lanceCall }
+			out, err := judge.RunErr(t, lancedbtest.Prelude+lanceWriterScript, map[string]any{"uris": nsURIs, "table": table, "base": (j + 1) * 1_000_000, "stop": stop})
+			if err == nil {
+				err = json.Unmarshal(out, &res)
+			}
+			if err != nil {
+				t.Errorf("LanceDB writer %s: %v", judge.Name, err)
+			}
+			for i := range res.Calls {
+				res.Calls[i].table = table
+			}
+			lanceCalls[j] = res.Calls
+		}()
+	}
+
 	// The fault schedule.
 	rng := rand.New(rand.NewPCG(*nemesisSeed, 0x6e656d))
 	var schedule func() (string, bool)
 	if *nemesisOn {
+		kinds := faultKinds
+		if *nemesisFaults != "" {
+			kinds = strings.Split(*nemesisFaults, ",")
+			for _, k := range kinds {
+				if !slices.Contains(faultKinds, k) {
+					t.Fatalf("-nemesis.faults: no fault %q (kinds: %s)", k, strings.Join(faultKinds, ", "))
+				}
+			}
+		}
 		end := time.Now().Add(*nemesisDuration)
 		schedule = func() (string, bool) {
-			return faultKinds[rng.IntN(len(faultKinds))], time.Now().Before(end)
+			return kinds[rng.IntN(len(kinds))], time.Now().Before(end)
 		}
 	} else {
 		next := 0
@@ -534,7 +656,11 @@ func TestNemesis(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second)
 	stopWorkers()
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
+	lwg.Wait()
 	cl.heal()
 	waitFor("JetStream after the faults", 2*time.Minute, func() bool { return loopback.JetStreamReady(cl.url) })
 
@@ -550,27 +676,129 @@ func TestNemesis(t *testing.T) {
 		}
 	}
 
-	t.Logf("CG_DEC as each node reports it when it leads: %v", cl.replicaStates("CG_DEC"))
-
-	// The checker.
-	logs := map[string][]nemesis.Decided{}
-	for _, ds := range datasets {
-		for _, d := range decisions(t, nc, ds) {
-			if d.GetOutcome().String() == "OUTCOME_COMMITTED" {
-				logs[ds] = append(logs[ds], nemesis.Decided{Txn: d.GetTxnUuid(), Version: d.GetVersion()})
-			}
-		}
-	}
-	rep := nemesis.Check(ops, logs)
+	// The checker: the clients' outcomes against the log a majority of
+	// replicas holds (each replica read from itself as the leader), and
+	// against each replica's own log (JetStream's handling of a damaged
+	// block shows there). A dataset a committer stopped because its log
+	// did not replay is listed: that is cellguard refusing, loudly, to
+	// decide from a log that disagrees with what it decided before.
+	held, state := cl.replicaLogs(t)
+	t.Logf("CG_DEC as each node holds it (leading): %v", state)
+	rep := nemesis.Check(ops, quorumLogs(held))
 	for _, p := range rep.Problems {
 		t.Error(p)
 	}
 	t.Logf("seed %d, long %v %v: faults %v; %v", *nemesisSeed, *nemesisOn, *nemesisDuration, faults, rep)
+	// Each dataset's history, every worker's reads and commits with their
+	// call and return times, against the register model (porcupine).
+	for _, ds := range datasets {
+		start := time.Now()
+		res, desc := nemesis.Linearizable(ops, ds, 1, time.Minute)
+		t.Logf("%s: linearizable: %s (checked in %v)", ds, res, time.Since(start).Round(time.Millisecond))
+		if res != porcupine.Ok {
+			t.Errorf("%s: the clients' history is %s: %s", ds, res, desc)
+		}
+	}
+	for _, n := range cl.nodes {
+		if _, ok := held[n.name]; !ok {
+			t.Errorf("%s never led CG_DEC after the faults: its replica was not read", n.name)
+			continue
+		}
+		one := map[string]map[uint64]nemRecord{n.name: held[n.name], "copy": held[n.name]}
+		if r := nemesis.Check(ops, quorumLogs(one)); !r.OK() {
+			t.Logf("%s's replica alone: %v (first: %s)", n.name, r, r.Problems[0])
+		}
+	}
+	for i, c := range committers {
+		for _, line := range strings.Split(c.out.String(), "\n") {
+			if strings.Contains(line, "cannot be trusted") {
+				t.Logf("committer %d refused: %s", i, line)
+			}
+		}
+	}
+	// The published tables: each follows its log (publish.Verify; the SDK
+	// workers' fragments name data files nobody wrote, so those alone are
+	// allowed missing there), and every row LanceDB was told it appended is
+	// in its table, read by that LanceDB from the lance root.
+	var lanceTables []string
+	for j, judge := range lancedbtest.Versions {
+		calls := lanceCalls[j]
+		if len(calls) == 0 {
+			t.Errorf("LanceDB writer %s recorded no call", judge.Name)
+			continue
+		}
+		table := calls[0].table
+		lanceTables = append(lanceTables, table)
+		waitPublished(t, nc, table)
+		var b bytes.Buffer
+		if err := runCLI(t, &b, "dataset", "verify", table, "--nats-url", cl.url); err != nil {
+			t.Errorf("dataset verify %s: %v\n%s", table, err, b.String())
+		} else {
+			t.Logf("dataset verify %s: %s", table, strings.TrimSpace(b.String()))
+		}
+		var rows struct{ IDs []int64 }
+		judge.Run(t, lancedbtest.Prelude+lanceReadScript, map[string]any{"root": lanceRoot, "table": table}, &rows)
+		count := map[int64]int{}
+		for _, id := range rows.IDs {
+			count[id]++
+		}
+		var okCalls, failed, failedIn, twice int
+		attempted := map[int64]bool{}
+		for _, c := range calls {
+			attempted[c.ID] = true
+			switch {
+			case c.OK && count[c.ID] == 0:
+				t.Errorf("%s: LanceDB appended row %d (OK at %v), the published table lacks it", table, c.ID, c.end().Format("15:04:05.000"))
+			case c.OK:
+				okCalls++
+			case count[c.ID] > 0:
+				failed++
+				failedIn++
+			default:
+				failed++
+			}
+			if count[c.ID] > 1 {
+				twice++
+			}
+		}
+		for id := range count {
+			if id >= 0 && !attempted[id] {
+				t.Errorf("%s: row %d is in the table, no writer appended it", table, id)
+			}
+		}
+		t.Logf("%s (LanceDB %s): %d appends OK, %d failed (%d of them in the table anyway), %d rows in the table twice; %d rows",
+			table, judge.LanceDB, okCalls, failed, failedIn, twice, len(rows.IDs))
+		if failed > 0 {
+			for _, c := range calls {
+				if !c.OK {
+					t.Logf("%s: first failed append: %s", table, c.Err)
+					break
+				}
+			}
+		}
+	}
+	for _, ds := range datasets {
+		v := waitPublished(t, nc, ds)
+		for _, d := range v.Diffs {
+			if d.Kind != lancepub.DiffDataMissing {
+				t.Errorf("%s: published table differs from the log: %s", ds, d)
+			}
+		}
+	}
+
 	// The longest time, per kind of fault, from a fault's start to every
-	// dataset's next acknowledged commit.
+	// dataset's next acknowledged commit (LanceDB's tables: its next
+	// append that returned OK).
+	for j := range lancedbtest.Versions {
+		for _, c := range lanceCalls[j] {
+			if c.OK {
+				ops = append(ops, nemesis.Op{Dataset: c.table, Kind: nemesis.Commit, Result: nemesis.Committed, Return: c.end()})
+			}
+		}
+	}
 	longest := map[string]time.Duration{}
 	for _, f := range history {
-		for _, ds := range datasets {
+		for _, ds := range append(slices.Clone(datasets), lanceTables...) {
 			var next time.Time
 			for _, o := range ops {
 				if o.Dataset == ds && o.Kind == nemesis.Commit && o.Result == nemesis.Committed && o.Return.After(f.at) && (next.IsZero() || o.Return.Before(next)) {
@@ -581,7 +809,11 @@ func TestNemesis(t *testing.T) {
 				t.Errorf("%s: no commit after the %s at %v (within 3 minutes of the last fault)", ds, f.kind, f.at.Format(time.TimeOnly))
 				continue
 			}
-			longest[f.kind] = max(longest[f.kind], next.Sub(f.at).Round(time.Millisecond))
+			key := f.kind
+			if slices.Contains(lanceTables, ds) {
+				key += " (LanceDB)"
+			}
+			longest[key] = max(longest[key], next.Sub(f.at).Round(time.Millisecond))
 		}
 	}
 	t.Logf("longest time from a fault's start to a dataset's next acknowledged commit: %v", longest)
@@ -593,5 +825,105 @@ func TestNemesis(t *testing.T) {
 			s := c.out.String()
 			t.Logf("committer %d, the last 4 kB of its output:\n%s", i, s[max(0, len(s)-4096):])
 		}
+	}
+}
+
+// lanceCall is one append a LanceDB writer made: the row's id, whether
+// LanceDB reported it appended, and when (ms since the epoch).
+type lanceCall struct {
+	ID     int64  `json:"id"`
+	OK     bool   `json:"ok"`
+	Err    string `json:"err"`
+	T0, T1 int64
+	table  string
+}
+
+func (c lanceCall) end() time.Time { return time.UnixMilli(c.T1) }
+
+// lanceCreateScript creates input.table through the first namespace that
+// answers (within two minutes).
+const lanceCreateScript = `
+const input = JSON.parse(await readStdin());
+const deadline = Date.now() + 120000;
+for (let k = 0; ; k++) {
+  try {
+    const db = await lancedb.connectNamespace("rest", { uri: input.uris[k % input.uris.length] });
+    await db.createTable(input.table, [{ id: -1 }]);
+    break;
+  } catch (e) {
+    if (Date.now() > deadline) throw e;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+process.stdout.write(JSON.stringify({ OK: true }));
+`
+
+// lanceWriterScript appends rows {id: base+n} to input.table one at a
+// time until the file input.stop exists, moving to the next namespace
+// after an error or a call that takes over 30 s; it records every call.
+const lanceWriterScript = `
+import * as fs from "node:fs";
+const input = JSON.parse(await readStdin());
+const calls = [];
+let k = 0, tbl = null, n = 0;
+const timeout = (ms) => new Promise((_, rej) => setTimeout(() => rej(new Error("no answer in " + ms + " ms")), ms));
+while (!fs.existsSync(input.stop)) {
+  if (tbl === null) {
+    try {
+      const db = await lancedb.connectNamespace("rest", { uri: input.uris[k % input.uris.length] });
+      tbl = await Promise.race([db.openTable(input.table), timeout(10000)]);
+    } catch (e) {
+      k++;
+      await new Promise((r) => setTimeout(r, 200));
+      continue;
+    }
+  }
+  const id = input.base + n++;
+  const T0 = Date.now();
+  try {
+    await Promise.race([tbl.add([{ id }]), timeout(30000)]);
+    calls.push({ id, ok: true, T0, T1: Date.now() });
+  } catch (e) {
+    calls.push({ id, ok: false, err: String(e && e.message ? e.message : e).slice(0, 300), T0, T1: Date.now() });
+    tbl = null;
+    k++;
+  }
+}
+process.stdout.write(JSON.stringify({ calls }));
+process.exit(0);
+`
+
+// lanceReadScript reads every id of input.table under input.root.
+const lanceReadScript = `
+const input = JSON.parse(await readStdin());
+const tbl = await (await lancedb.connect(input.root)).openTable(input.table);
+const IDs = (await tbl.query().toArray()).map((r) => Number(r.id));
+process.stdout.write(JSON.stringify({ IDs }));
+`
+
+// waitPublished waits (up to 2 minutes) until ds's newest published
+// version is its log's head, and returns the verification then.
+func waitPublished(t *testing.T, nc *nats.Conn, ds string) *lancepub.Verification {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		v, err := func() (*lancepub.Verification, error) {
+			l, loc, err := openPublished(t.Context(), nc, "cg", ds, "")
+			if err != nil {
+				return nil, err
+			}
+			defer loc.Close()
+			return lancepub.Verify(t.Context(), l, ds, loc)
+		}()
+		if err == nil && len(v.Published) > 0 && v.Published[len(v.Published)-1] == v.LogHead {
+			return v
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("log head %d, published %d versions", v.LogHead, len(v.Published))
+			}
+			t.Fatalf("%s: not published within 2 minutes of the faults' end: %v", ds, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
