@@ -671,7 +671,10 @@ func TestNemesis(t *testing.T) {
 					}
 				}
 			}
-			if len(done) == len(datasets)+len(lanceTables) {
+			for ds := range refusals(committers) {
+				done[ds] = true // stopped loudly: it commits no more
+			}
+			if len(done) >= len(datasets)+len(lanceTables) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -739,6 +742,25 @@ func TestNemesis(t *testing.T) {
 			if strings.Contains(line, "cannot be trusted") {
 				t.Logf("committer %d refused: %s", i, line)
 			}
+		}
+	}
+	// A dataset stopped because its log did not replay is cellguard
+	// refusing to decide from a log that disagrees with what it decided:
+	// allowed after a damaged block (a replica that lost records serves
+	// reads that skip them), an error otherwise.
+	refused := refusals(committers)
+	var firstCorrupt time.Time
+	for _, f := range history {
+		if f.kind == faultCorruptBlock {
+			firstCorrupt = f.at
+			break
+		}
+	}
+	for ds, at := range refused {
+		if firstCorrupt.IsZero() || at.Before(firstCorrupt) {
+			t.Errorf("%s: stopped as untrusted at %v, with no damaged block before", ds, at.Format("15:04:05.000"))
+		} else {
+			t.Logf("%s: stopped loudly at %v (its log did not replay after a damaged block); it commits no more", ds, at.Format("15:04:05.000"))
 		}
 	}
 	// The published tables: each follows its log (publish.Verify; the SDK
@@ -841,6 +863,9 @@ func TestNemesis(t *testing.T) {
 				if o.Dataset == ds && o.Kind == nemesis.Commit && o.Result == nemesis.Committed && o.Return.After(f.at) && (next.IsZero() || o.Return.Before(next)) {
 					next = o.Return
 				}
+			}
+			if at, ok := refused[ds]; ok && !firstCorrupt.IsZero() && !at.Before(firstCorrupt) && (next.IsZero() || next.After(at)) {
+				continue // stopped loudly before it could commit again
 			}
 			if next.IsZero() {
 				t.Errorf("%s: no commit after the %s at %v (within 3 minutes of the last fault)", ds, f.kind, f.at.Format(time.TimeOnly))
@@ -982,4 +1007,39 @@ func waitPublished(t *testing.T, nc *nats.Conn, ds string) *lancepub.Verificatio
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// refusals returns, per dataset, when a committer first stopped it
+// because its log did not replay ("cannot be trusted"), or the namespace
+// first refused a table's commit because its log did not replay.
+func refusals(committers []*committerProc) map[string]time.Time {
+	out := map[string]time.Time{}
+	field := func(line, key string) string {
+		i := strings.Index(line, key+"=")
+		if i < 0 {
+			return ""
+		}
+		return strings.Fields(line[i+len(key)+1:])[0]
+	}
+	for _, c := range committers {
+		for _, line := range strings.Split(c.out.String(), "\n") {
+			var ds string
+			switch {
+			case strings.Contains(line, "cannot be trusted"):
+				ds = field(line, "dataset")
+			case strings.Contains(line, "namespace request refused") && strings.Contains(line, "has version"):
+				if p := strings.Split(field(line, "path"), "/"); len(p) > 3 {
+					ds = p[3]
+				}
+			}
+			at, err := time.Parse(time.RFC3339Nano, field(line, "time"))
+			if ds == "" || err != nil {
+				continue
+			}
+			if prev, ok := out[ds]; !ok || at.Before(prev) {
+				out[ds] = at
+			}
+		}
+	}
+	return out
 }
