@@ -37,10 +37,14 @@ test-long:
 	$(GO) test -count=1 -timeout 60m -v ./cmd/cellguard -run TestSoak -soak -soak.duration=5m -soak.lag=50000 -soak.maxgap=1s
 
 ## test-nemesis: a 3-node cluster of nats-server processes (built from the
-## pinned module, sync_interval: always), 3 serve processes and SDK workers
-## under seeded faults (committer and server SIGKILL and SIGSTOP, all
-## servers killed at once), then the checker; and the fsync-before-ack
-## traces of the embedded server and the shipped cluster configs.
+## pinned module, sync_interval: always) behind our TCP proxies, 3 serve
+## processes, SDK workers and LanceDB writers through the namespace under
+## seeded faults (committer and server SIGKILL and SIGSTOP, partitions of a
+## node and of the decision log's leader, all servers killed at once, a
+## damaged block file), then the checkers (log, published tables,
+## per-dataset linearizability); and the fsync-before-ack traces of the
+## embedded server and the shipped cluster configs. `make test` runs a
+## short nemesis: each kind of fault once.
 test-nemesis: strace-tool
 	CELLGUARD_REQUIRE_STRACE=1 $(GO) test -count=1 -timeout 20m ./cmd/cellguard ./deploy -run 'SyncsBeforeAck'
 	$(GO) test -count=1 -timeout 30m -v ./cmd/cellguard -run TestNemesis -args -nemesis -nemesis.duration=5m -nemesis.seed=1

@@ -247,27 +247,54 @@ func untrusted(err error) error {
 }
 
 // checkStagedSeq compares the staging sequences the log claims with
-// CG_TXN's last sequence, read now (after the log).
+// CG_TXN's last sequence, read now (after the log). Only a stream leader's
+// answer counts: while a replicated stream has no leader, each replica
+// answers with its own state, and one that is catching up (restarted, or
+// back from a partition) reports a last sequence far behind the log
+// (measured in the nemesis: 651 against a claim of 1411). A claim beyond
+// the leader's last sequence is read again, up to stagedSeqConfirm times
+// a second apart, before the log is called untrusted: a leader that has
+// just lost its quorum may answer once more with its older state, a
+// corrupt claim stays.
 func (c *Committer) checkStagedSeq(ctx context.Context, st *state) error {
 	if st.LastTxnSeq == 0 {
 		return nil
 	}
-	var last uint64
-	err := retry.Do(ctx, logAttempts, logRetry, func(ctx context.Context) error {
-		rctx, cancel := context.WithTimeout(ctx, logRequestTimeout)
-		defer cancel()
-		info, err := c.txn.Info(rctx)
-		if err != nil {
-			return fmt.Errorf("committer: staging stream info: %w", err)
+	var err error
+	for attempt := range stagedSeqConfirm {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
 		}
-		last = info.State.LastSeq
-		return nil
-	}, func(error) bool { return ctx.Err() == nil })
-	if err != nil {
-		return err
+		var last uint64
+		if err := retry.Do(ctx, logAttempts, logRetry, func(ctx context.Context) error {
+			rctx, cancel := context.WithTimeout(ctx, logRequestTimeout)
+			defer cancel()
+			info, err := c.txn.Info(rctx)
+			if err != nil {
+				return fmt.Errorf("committer: staging stream info: %w", err)
+			}
+			if info.Cluster != nil && info.Config.Replicas > 1 && info.Cluster.Leader == "" {
+				return errors.New("committer: staging stream info: answered without a leader")
+			}
+			last = info.State.LastSeq
+			return nil
+		}, func(error) bool { return ctx.Err() == nil }); err != nil {
+			return err
+		}
+		if err = st.CheckStagedSeq(last); err == nil {
+			return nil
+		}
 	}
-	return st.CheckStagedSeq(last)
+	return err
 }
+
+// stagedSeqConfirm is how many leader answers must all put CG_TXN's last
+// sequence below the log's claim before the log is untrusted.
+const stagedSeqConfirm = 5
 
 // logHistory reads versions older than the state's window from the
 // checkpoint store and the log. It keeps the last manifest it built, so

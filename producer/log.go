@@ -47,6 +47,26 @@ func (c *Client) lastRecord(ctx context.Context, filter string) (declog.Record, 
 	return r, ok, nil
 }
 
+// lastRecordAtLeader is lastRecord answered by the stream leader, for
+// reads that must include every record appended before them.
+func (c *Client) lastRecordAtLeader(ctx context.Context, filter string) (declog.Record, bool, error) {
+	dl, err := c.decisionLog(ctx)
+	if err != nil {
+		return declog.Record{}, false, err
+	}
+	var r declog.Record
+	var ok bool
+	err = readRetry(ctx, func(ctx context.Context) error {
+		var err error
+		r, ok, err = dl.LastAtLeader(ctx, filter)
+		return err
+	})
+	if err != nil {
+		return declog.Record{}, false, fmt.Errorf("producer: %w", err)
+	}
+	return r, ok, nil
+}
+
 // record reads the record at seq, with its body.
 func (c *Client) record(ctx context.Context, seq uint64) (declog.Record, error) {
 	dl, err := c.decisionLog(ctx)

@@ -43,8 +43,9 @@ func (s *Snapshot) NewTxn() *Txn {
 }
 
 // Latest returns the latest committed version of ds: every version
-// committed before the call is included. A dataset with no version gives
-// ErrDatasetNotFound.
+// committed before the call is included (the last record is read from the
+// decision log's leader, never a replica that may be behind). A dataset
+// with no version gives ErrDatasetNotFound.
 func (c *Client) Latest(ctx context.Context, ds string) (_ *Snapshot, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -54,7 +55,7 @@ func (c *Client) Latest(ctx context.Context, ds string) (_ *Snapshot, err error)
 	if err != nil {
 		return nil, err
 	}
-	last, ok, err := c.lastRecord(ctx, c.sc.DecOf(ds))
+	last, ok, err := c.lastRecordAtLeader(ctx, c.sc.DecOf(ds))
 	if err != nil {
 		return nil, err
 	}
