@@ -68,8 +68,14 @@ type Client struct {
 	dec, txn  jetstream.Stream
 	dl        *declog.Log // the decision log over dec, once found
 	followers map[string]*follower
-	closed    chan struct{}
-	isClosed  bool
+	// known is, per dataset, the highest decision-log sequence this
+	// client has been told of (a decision Commit or Outcome returned): a
+	// later Latest waits until it reads at least that far, so the client
+	// never reads a version older than one it committed, even from a
+	// leader that lost its quorum and has not noticed yet.
+	known    map[string]uint64
+	closed   chan struct{}
+	isClosed bool
 }
 
 // New returns a client that talks to JetStream over nc. It does no I/O;
@@ -83,7 +89,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
-	return &Client{cfg: cfg.withDefaults(), sc: sc, nc: nc, js: js, followers: map[string]*follower{}, closed: make(chan struct{})}, nil
+	return &Client{cfg: cfg.withDefaults(), sc: sc, nc: nc, js: js, followers: map[string]*follower{}, known: map[string]uint64{}, closed: make(chan struct{})}, nil
 }
 
 // Close stops the client's background followers. It does not close the
@@ -203,3 +209,20 @@ func (c *Client) connErr() error {
 }
 
 var errStop = errors.New("stop")
+
+// learned records that decision-log sequence seq of ds exists.
+func (c *Client) learned(ds string, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq > c.known[ds] {
+		c.known[ds] = seq
+	}
+}
+
+// knownSeq is the highest decision-log sequence of ds this client has
+// been told of.
+func (c *Client) knownSeq(ds string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known[ds]
+}

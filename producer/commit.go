@@ -216,6 +216,9 @@ const probeTimeout = 2 * time.Second
 
 // result turns a decision record into Commit's result.
 func (c *Client) result(ctx context.Context, r declog.Record) (uint64, error) {
+	if r.Seq > 0 && r.Dataset != "" {
+		c.learned(r.Dataset, r.Seq)
+	}
 	if r.Committed() {
 		return r.Version, nil
 	}

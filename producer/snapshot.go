@@ -44,8 +44,11 @@ func (s *Snapshot) NewTxn() *Txn {
 
 // Latest returns the latest committed version of ds: every version
 // committed before the call is included (the last record is read from the
-// decision log's leader, never a replica that may be behind). A dataset
-// with no version gives ErrDatasetNotFound.
+// decision log's leader, never a replica that may be behind), and never a
+// version older than one this client's Commit or Outcome returned — a
+// leader cut off from its quorum may not know it yet, and Latest then
+// waits, bounded by ctx. A dataset with no version gives
+// ErrDatasetNotFound.
 func (c *Client) Latest(ctx context.Context, ds string) (_ *Snapshot, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -59,8 +62,12 @@ func (c *Client) Latest(ctx context.Context, ds string) (_ *Snapshot, err error)
 	if err != nil {
 		return nil, err
 	}
+	target := c.knownSeq(ds) // never older than what this client was told
 	if ok {
-		if err := f.waitSeen(ctx, last.Seq); err != nil {
+		target = max(target, last.Seq)
+	}
+	if target > 0 {
+		if err := f.waitSeen(ctx, target); err != nil {
 			return nil, fmt.Errorf("producer: latest %s: %w", ds, err)
 		}
 	}
