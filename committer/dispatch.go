@@ -139,9 +139,23 @@ func (w *worker) takeQueued(max int) []item {
 	n := min(len(w.queue), max)
 	items := make([]item, n)
 	copy(items, w.queue)
-	w.queue = append(w.queue[:0], w.queue[n:]...)
+	w.dequeue(n)
 	sortItems(items)
 	return items
+}
+
+// dequeue drops the first n queued messages. An emptied queue lets go
+// of its array, and a shortened one clears the slots it no longer uses:
+// a dataset's queue must not keep its decided messages (their bodies)
+// alive while it waits for its next.
+func (w *worker) dequeue(n int) {
+	if n == len(w.queue) {
+		w.queue = nil
+		return
+	}
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
 }
 
 // requeue reports whether more messages arrived while the dataset was
