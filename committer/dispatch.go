@@ -3,6 +3,7 @@ package committer
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Deciders.
@@ -117,9 +118,24 @@ func (d *deciders) close() {
 
 // enqueue adds a dataset's messages from a partition batch, and queues
 // the dataset for a decider unless it is queued or being decided.
+//
+// A message already queued (the server redelivered it: it waited past
+// AckWait) replaces its earlier delivery instead of queueing a second
+// copy of its body.
 func (w *worker) enqueue(items []item) {
+	now := time.Now()
 	w.qmu.Lock()
-	w.queue = append(w.queue, items...)
+next:
+	for _, it := range items {
+		it.held = now
+		for i := range w.queue {
+			if w.queue[i].Seq == it.Seq && w.queue[i].msg != nil && it.msg != nil {
+				w.queue[i] = it
+				continue next
+			}
+		}
+		w.queue = append(w.queue, it)
+	}
 	start := !w.queued
 	w.queued = true
 	w.qmu.Unlock()
@@ -156,6 +172,22 @@ func (w *worker) dequeue(n int) {
 	rest := copy(w.queue, w.queue[n:])
 	clear(w.queue[rest:])
 	w.queue = w.queue[:rest]
+}
+
+// holdQueued tells the server that queued messages held longer than
+// after are still being worked on (InProgress), so that a backlog deeper
+// than what the deciders get through in AckWait is not redelivered, a
+// second copy of every body, over and over.
+func (w *worker) holdQueued(now time.Time, after time.Duration) {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	for i := range w.queue {
+		it := &w.queue[i]
+		if it.msg != nil && now.Sub(it.held) > after {
+			_ = it.msg.InProgress()
+			it.held = now
+		}
+	}
 }
 
 // requeue reports whether more messages arrived while the dataset was
