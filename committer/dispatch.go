@@ -3,7 +3,6 @@ package committer
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Deciders.
@@ -123,11 +122,9 @@ func (d *deciders) close() {
 // AckWait) replaces its earlier delivery instead of queueing a second
 // copy of its body.
 func (w *worker) enqueue(items []item) {
-	now := time.Now()
 	w.qmu.Lock()
 next:
 	for _, it := range items {
-		it.held = now
 		for i := range w.queue {
 			if w.queue[i].Seq == it.Seq && w.queue[i].msg != nil && it.msg != nil {
 				w.queue[i] = it
@@ -172,22 +169,6 @@ func (w *worker) dequeue(n int) {
 	rest := copy(w.queue, w.queue[n:])
 	clear(w.queue[rest:])
 	w.queue = w.queue[:rest]
-}
-
-// holdQueued tells the server that queued messages held longer than
-// after are still being worked on (InProgress), so that a backlog deeper
-// than what the deciders get through in AckWait is not redelivered, a
-// second copy of every body, over and over.
-func (w *worker) holdQueued(now time.Time, after time.Duration) {
-	w.qmu.Lock()
-	defer w.qmu.Unlock()
-	for i := range w.queue {
-		it := &w.queue[i]
-		if it.msg != nil && now.Sub(it.held) > after {
-			_ = it.msg.InProgress()
-			it.held = now
-		}
-	}
 }
 
 // requeue reports whether more messages arrived while the dataset was

@@ -24,11 +24,9 @@ func sweepEvery(idle time.Duration) time.Duration {
 	return 500 * time.Millisecond
 }
 
-// sweepDatasets evicts idle datasets, serves cache requests and keeps
-// queued messages from being redelivered (holdQueued).
+// sweepDatasets evicts idle datasets and serves cache requests.
 func (c *Committer) sweepDatasets(now time.Time) {
 	for _, w := range c.workerList() {
-		w.holdQueued(now, c.cfg.AckWait/2)
 		if !w.mu.TryLock() {
 			continue
 		}

@@ -72,8 +72,7 @@ type item struct {
 	stamp       time.Time // when it was staged (server time)
 	msg         jetstream.Msg
 	redelivered bool
-	epoch       uint64    // the delivering partition's epoch
-	held        time.Time // when queued, or last told the server it is in progress
+	epoch       uint64 // the delivering partition's epoch
 }
 
 // sortItems orders items by CG_TXN sequence.
