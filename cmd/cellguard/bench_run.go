@@ -403,7 +403,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
 		return outcome{}, err
 	}
-	if err := awaitDecided(ctx, tr, b.n, time.Minute); err != nil {
+	if err := awaitDecided(ctx, tr, b.n, 5*time.Minute); err != nil {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
