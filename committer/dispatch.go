@@ -117,9 +117,22 @@ func (d *deciders) close() {
 
 // enqueue adds a dataset's messages from a partition batch, and queues
 // the dataset for a decider unless it is queued or being decided.
+//
+// A message already queued (the server redelivered it: it waited past
+// AckWait) replaces its earlier delivery instead of queueing a second
+// copy of its body.
 func (w *worker) enqueue(items []item) {
 	w.qmu.Lock()
-	w.queue = append(w.queue, items...)
+next:
+	for _, it := range items {
+		for i := range w.queue {
+			if w.queue[i].Seq == it.Seq && w.queue[i].msg != nil && it.msg != nil {
+				w.queue[i] = it
+				continue next
+			}
+		}
+		w.queue = append(w.queue, it)
+	}
 	start := !w.queued
 	w.queued = true
 	w.qmu.Unlock()
@@ -139,9 +152,23 @@ func (w *worker) takeQueued(max int) []item {
 	n := min(len(w.queue), max)
 	items := make([]item, n)
 	copy(items, w.queue)
-	w.queue = append(w.queue[:0], w.queue[n:]...)
+	w.dequeue(n)
 	sortItems(items)
 	return items
+}
+
+// dequeue drops the first n queued messages. An emptied queue lets go
+// of its array, and a shortened one clears the slots it no longer uses:
+// a dataset's queue must not keep its decided messages (their bodies)
+// alive while it waits for its next.
+func (w *worker) dequeue(n int) {
+	if n == len(w.queue) {
+		w.queue = nil
+		return
+	}
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
 }
 
 // requeue reports whether more messages arrived while the dataset was

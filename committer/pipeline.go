@@ -324,7 +324,7 @@ func (w *worker) takeReady(max int) []item {
 	}
 	items := make([]item, n)
 	copy(items, w.queue)
-	w.queue = append(w.queue[:0], w.queue[n:]...)
+	w.dequeue(n)
 	sortItems(items)
 	return items
 }

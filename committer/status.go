@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cellguard/committer/decide"
+	"cellguard/internal/declog"
 	"cellguard/internal/retry"
 )
 
@@ -47,8 +48,9 @@ const (
 type DatasetStatus struct {
 	Dataset string
 	State   DatasetState
-	// Reason is a short machine-readable cause when stopped
-	// ("untrusted-log").
+	// Reason is a short machine-readable cause: "untrusted-log" when
+	// stopped; "decision-log-full" (CG_DEC refused the append for want of
+	// room: nothing was stored) or "worker-failed" when retrying.
 	Reason string
 	// Detail says what went wrong, for people.
 	Detail string
@@ -60,6 +62,7 @@ type DatasetStatus struct {
 const (
 	reasonUntrustedLog = "untrusted-log"
 	reasonFailed       = "worker-failed"
+	reasonLogFull      = "decision-log-full"
 )
 
 // DatasetStatuses returns the status of every dataset with a worker in
@@ -118,6 +121,14 @@ func (w *worker) failed(ctx context.Context, err error, items []item) error {
 	w.failures++
 	w.retryAt = time.Now().Add(pause)
 	nakItems(items, pause)
+	if ctx.Err() == nil && errors.Is(err, declog.ErrLogFull) {
+		// Nothing was appended: the staged messages wait in CG_TXN
+		// (handed back, not acked) until the log has room.
+		w.setStatus(DatasetRetrying, reasonLogFull, err.Error())
+		w.c.log.Error("decision log full: nothing is decided for the dataset until CG_DEC has room (its max bytes or messages, or the account's storage); retrying",
+			"dataset", w.ds, "attempt", w.failures, "pause", pause, "err", err)
+		return nil
+	}
 	if ctx.Err() == nil {
 		w.setStatus(DatasetRetrying, reasonFailed, err.Error())
 		w.c.log.Error("dataset failed; retrying", "dataset", w.ds, "attempt", w.failures, "pause", pause, "err", err)

@@ -274,6 +274,12 @@ func (w *worker) process(runCtx context.Context, items []item) error {
 		if errors.Is(err, errCrash) || errors.Is(err, errBrokenState) || errors.Is(err, errUntrustedLog) {
 			return err
 		}
+		if errors.Is(err, declog.ErrLogFull) {
+			// Nothing was appended, and retrying at once cannot help:
+			// the dataset waits (failed: its status says so) and its
+			// messages stay staged.
+			return err
+		}
 		switch {
 		case errors.Is(err, errCheckpointBehind):
 			c.log.Warn("batch held back until a checkpoint is written", "dataset", w.ds, "attempt", attempt, "err", err)

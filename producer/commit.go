@@ -70,8 +70,9 @@ func (c *Client) Commit(ctx context.Context, txn *Txn) (uint64, error) {
 	ctx, done := c.guard(ctx, txn.dataset)
 	staged := txn.staged
 	v, err := c.commit(ctx, txn)
-	if err = done(err); errors.Is(err, ErrPermission) && !errors.Is(err, ErrOutcomeUnknown) && (staged || txn.staged) {
-		// Refused after the stage landed: the decision may still come.
+	if err = done(err); (errors.Is(err, ErrPermission) || errors.Is(err, ErrBacklogFull)) && !errors.Is(err, ErrOutcomeUnknown) && (staged || txn.staged) {
+		// Refused after an earlier stage landed: the decision may still
+		// come.
 		err = fmt.Errorf("producer: txn %s: %w: %w", txn.ID(), ErrOutcomeUnknown, err)
 	}
 	return v, err

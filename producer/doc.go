@@ -26,6 +26,8 @@
 //     version, or let RetryWithRecompute do steps 1–4 again.
 //  5. On ErrOutcomeUnknown, find the outcome (Outcome, or Commit the same
 //     Txn again) before computing anything new.
+//  6. On ErrBacklogFull, nothing was staged: the staging stream has no
+//     room (the committer is behind or down). Commit the same Txn later.
 //
 // # Idempotency
 //

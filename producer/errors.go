@@ -32,6 +32,14 @@ var (
 	// commits, so recomputing it under a new uuid cannot apply it twice.
 	ErrNotStaged = errors.New("transaction not staged")
 
+	// ErrBacklogFull reports a transaction the staging stream refused
+	// for want of room: the undecided backlog is at the stream's limit
+	// (the committer is behind or down), or JetStream has no storage
+	// left. Nothing was stored and nothing will commit from this call;
+	// stage the same Txn again later (its uuid is unchanged, so a retry
+	// can never apply it twice).
+	ErrBacklogFull = errors.New("staging backlog full")
+
 	// ErrDatasetNotFound reports a dataset with no committed version.
 	ErrDatasetNotFound = errors.New("dataset not found")
 	// ErrVersionNotFound reports a version the dataset does not have (yet).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,42 @@ const (
 	codeStreamMismatch  = jetstream.ErrorCode(10060)
 )
 
+// JetStream API error codes of a publish refused because the stream (or
+// the account, or the server) has no room for it: nothing was stored. The
+// server answers a staging stream at its MaxBytes or MaxMsgs (Discard:
+// new) with JSStreamStoreFailedF, whose description names the limit; the
+// same code with another description is a store failure of unknown fate.
+const (
+	codeAccountResources      = jetstream.ErrorCode(10002) // JSAccountResourcesExceededErr
+	codeInsufficientResources = jetstream.ErrorCode(10023) // JSInsufficientResourcesErr
+	codeStoreFailed           = jetstream.ErrorCode(10077) // JSStreamStoreFailedF
+)
+
+// fullDescriptions are the store errors JSStreamStoreFailedF carries for a
+// stream at one of its limits with Discard: new.
+var fullDescriptions = []string{
+	"maximum bytes exceeded",
+	"maximum messages exceeded",
+	"maximum messages per subject exceeded",
+}
+
+// full reports whether a publish error is the server's refusal for want
+// of room: the staging stream is at its limit (the committer is behind,
+// or down), or the account or server has no storage left.
+func full(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case codeAccountResources, codeInsufficientResources:
+		return true
+	case codeStoreFailed:
+		return slices.Contains(fullDescriptions, apiErr.Description)
+	}
+	return false
+}
+
 // refused reports whether a publish error proves that the message was not
 // stored and never will be by this attempt: the server refused it, or the
 // client never sent it. Every other error, unknown ones included, leaves
@@ -50,7 +87,7 @@ func refused(err error) bool {
 		case codeMessageTooLarge, codeStreamMismatch:
 			return true
 		}
-		return false // 10158 (in process), 503s, anything else: open
+		return full(err) // 10158 (in process), 503s, anything else: open
 	}
 	switch {
 	case errors.Is(err, natsperm.ErrPermission), errors.Is(err, nats.ErrPermissionViolation):
@@ -74,7 +111,8 @@ func refusedPublish(ctx context.Context, subj string) bool {
 // one is refused, or ctx ends. Attempts carry the same Nats-Msg-Id, so
 // one that did land makes the next a duplicate. When no attempt was
 // answered and any of them may have stored the message, the error wraps
-// ErrOutcomeUnknown.
+// ErrOutcomeUnknown; when the stream had no room for it (and no earlier
+// attempt may have stored it), the error wraps ErrBacklogFull.
 func (c *Client) publishStaged(ctx context.Context, ds, id string, body []byte) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	open := false // an attempt may have stored the message
@@ -103,6 +141,8 @@ func (c *Client) publishStaged(ctx context.Context, ds, id string, body []byte) 
 	case open:
 		// The last attempt's refusal, too: an earlier one may have landed.
 		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case full(err):
+		return nil, fmt.Errorf("%w: %w", ErrBacklogFull, err)
 	}
 	return nil, err
 }

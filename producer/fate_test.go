@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -46,12 +47,25 @@ func TestRefused(t *testing.T) {
 		{"over max payload", nats.ErrMaxPayload, true},
 		{"bad subject", nats.ErrBadSubject, true},
 		{"headers not supported", nats.ErrHeadersNotSupported, true},
+		{"stream at max bytes", apiErr(codeStoreFailed, 503, "maximum bytes exceeded"), true},
+		{"stream at max msgs", apiErr(codeStoreFailed, 503, "maximum messages exceeded"), true},
+		{"subject at max msgs", apiErr(codeStoreFailed, 503, "maximum messages per subject exceeded"), true},
+		{"account storage exceeded", apiErr(codeAccountResources, 400, "resource limits exceeded for account"), true},
+		{"server storage insufficient", apiErr(codeInsufficientResources, 503, "insufficient resources"), true},
+		{"other store failure", apiErr(codeStoreFailed, 503, "write error: disk on fire"), false},
 	}
 	for _, c := range cases {
 		for _, err := range []error{c.err, fmt.Errorf("producer: stage: %w", c.err)} {
 			if got := refused(err); got != c.want {
 				t.Errorf("%s: refused(%v) = %v; want %v", c.name, err, got, c.want)
 			}
+		}
+	}
+	for _, c := range cases {
+		wantFull := strings.HasPrefix(c.name, "stream at") || strings.HasPrefix(c.name, "subject at") ||
+			strings.HasSuffix(c.name, "storage exceeded") || strings.HasSuffix(c.name, "storage insufficient")
+		if got := full(c.err); got != wantFull {
+			t.Errorf("%s: full(%v) = %v; want %v", c.name, c.err, got, wantFull)
 		}
 	}
 	if refused(nil) {

@@ -122,7 +122,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 			return outcome{}, err
 		}
 	}
-	if err := tr.wait(ctx, spec.datasets, 5*time.Minute); err != nil {
+	if err := awaitDecided(ctx, tr, spec.datasets, 5*time.Minute); err != nil {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
@@ -136,7 +136,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	}
 	err = b.offerMany(ctx, js, sc, tr, spec)
 	if err == nil {
-		err = tr.wait(ctx, n, 5*time.Minute)
+		err = awaitDecided(ctx, tr, n, 5*time.Minute)
 	}
 	if err = errors.Join(err, stopProfile()); err != nil {
 		return outcome{}, err

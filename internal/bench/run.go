@@ -12,7 +12,9 @@ import (
 	"maps"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -213,12 +215,88 @@ func (b *bencher) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048))
+	stagingErr.Store(nil)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2048), jetstream.WithPublishAsyncErrHandler(restage))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// stagingErr is the first staged message of the run that the server
+// refused for another reason than a full staging stream: the run fails
+// with it (tracker.wait) instead of waiting for a decision that cannot
+// come.
+var stagingErr atomic.Pointer[error]
+
+// awaitDecided waits until tr has n decisions. It fails when none came
+// for stall (the committer or the loop is stuck), or at once when a
+// staged message was refused (stagingErr); a large set-up that keeps
+// making progress may take longer than stall in all.
+func awaitDecided(ctx context.Context, tr *tracker, n int, stall time.Duration) error {
+	last, since := tr.done.Load(), time.Now()
+	for {
+		if e := stagingErr.Load(); e != nil {
+			return *e
+		}
+		done := tr.done.Load()
+		switch {
+		case done >= int64(n):
+			return nil
+		case done != last:
+			last, since = done, time.Now()
+		case time.Since(since) > stall || ctx.Err() != nil:
+			return fmt.Errorf("bench: %d of %d decisions, none for %v", done, n, stall)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// restagePause is how long a staged message the stream had no room for
+// waits before it is staged again.
+const restagePause = 100 * time.Millisecond
+
+// restage handles a staged message the server refused: one the staging
+// stream had no room for (its MaxBytes or MaxMsgs with Discard: new: the
+// committer is behind) is staged again after restagePause, as a producer
+// told ErrBacklogFull would; any other refusal ends the run.
+func restage(js jetstream.JetStream, m *nats.Msg, err error) {
+	if !stagingFull(err) {
+		err = fmt.Errorf("bench: staging on %s refused: %w", m.Subject, err)
+		stagingErr.CompareAndSwap(nil, &err)
+		return
+	}
+	go func() {
+		time.Sleep(restagePause)
+		for {
+			_, err := js.PublishMsgAsync(m)
+			if err == nil || !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				if err != nil {
+					err = fmt.Errorf("bench: staging on %s: %w", m.Subject, err)
+					stagingErr.CompareAndSwap(nil, &err)
+				}
+				return
+			}
+			time.Sleep(restagePause)
+		}
+	}()
+}
+
+// stagingFull reports whether a publish error is JetStream's refusal for
+// want of room (as producer.ErrBacklogFull classifies it).
+func stagingFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case 10002, 10023: // account resources exceeded, insufficient resources
+		return true
+	case 10077: // store failed: the stream at a limit, named in the description
+		return strings.HasPrefix(apiErr.Description, "maximum ")
+	}
+	return false
 }
 
 // startCommitter runs c until ctx ends and waits until it is ready.
@@ -326,7 +404,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
 		return outcome{}, err
 	}
-	if err := tr.wait(ctx, b.n, 5*time.Minute); err != nil {
+	if err := awaitDecided(ctx, tr, b.n, 5*time.Minute); err != nil {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)

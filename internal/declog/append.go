@@ -18,6 +18,31 @@ import (
 // nats.go declares no constant for it.
 const codeBatchDuplicateID jetstream.ErrorCode = 10201
 
+// The server's answers to a publish it refused for want of room: the
+// stream at a limit with Discard: new (JSStreamStoreFailedF, whose
+// description names the limit), the account's or the server's storage
+// exhausted.
+const (
+	codeAccountResources      jetstream.ErrorCode = 10002 // JSAccountResourcesExceededErr
+	codeInsufficientResources jetstream.ErrorCode = 10023 // JSInsufficientResourcesErr
+	codeStoreFailed           jetstream.ErrorCode = 10077 // JSStreamStoreFailedF
+)
+
+// logFull reports whether a publish error (code, description) is a
+// refusal for want of room.
+func logFull(code jetstream.ErrorCode, desc string) bool {
+	switch code {
+	case codeAccountResources, codeInsufficientResources:
+		return true
+	case codeStoreFailed:
+		switch desc {
+		case "maximum bytes exceeded", "maximum messages exceeded", "maximum messages per subject exceeded":
+			return true
+		}
+	}
+	return false
+}
+
 // pubResponse is the server's answer to a JetStream publish or an atomic
 // batch commit.
 type pubResponse struct {
@@ -36,8 +61,9 @@ type pubResponse struct {
 // Append appends decs, decisions of ds, as one atomic batch (or one
 // message), fenced on expect: the sequence of the last record on ds's
 // subjects the writer knows (0 for none). It returns the sequence of
-// each record. Errors wrap ErrFenced (the log moved: re-read it) or
-// ErrAppend (the outcome is unknown: re-read it).
+// each record. Errors wrap ErrFenced (the log moved: re-read it),
+// ErrLogFull (nothing stored: the log has no room) or ErrAppend (the
+// outcome is unknown: re-read it).
 func (l *Log) Append(ctx context.Context, ds string, expect uint64, decs []*cellguardpb.Decision) ([]uint64, error) {
 	encs := make([]Encoded, len(decs))
 	for i, d := range decs {
@@ -113,6 +139,9 @@ func appendResult(ds string, data []byte, decs []Encoded) ([]uint64, error) {
 		switch pa.Error.ErrCode {
 		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant, codeBatchDuplicateID:
 			return nil, fmt.Errorf("%w: %s: %s (%d)", ErrFenced, ds, pa.Error.Description, pa.Error.ErrCode)
+		}
+		if logFull(pa.Error.ErrCode, pa.Error.Description) {
+			return nil, fmt.Errorf("%w: %s: %s (%d)", ErrLogFull, ds, pa.Error.Description, pa.Error.ErrCode)
 		}
 		return nil, fmt.Errorf("%w: %s: %s (%d)", ErrAppend, ds, pa.Error.Description, pa.Error.ErrCode)
 	}

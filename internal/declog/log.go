@@ -34,6 +34,11 @@ var (
 	// ErrAppend reports an append whose outcome is unknown (timeout, no
 	// responders, leader change): the log must be re-read to find out.
 	ErrAppend = errors.New("declog: append failed")
+	// ErrLogFull reports an append the server refused for want of room:
+	// the decision stream is at its MaxBytes or MaxMsgs (Discard: new),
+	// or the account or server has no storage left. Nothing was stored;
+	// the append can succeed only once the log has room.
+	ErrLogFull = errors.New("declog: decision log full")
 )
 
 // Options tunes a Log. The zero Options passes each caller's context to
