@@ -141,6 +141,7 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.tables {
+		t.feed.close()
 		if t.loc != nil {
 			_ = t.loc.Close()
 		}

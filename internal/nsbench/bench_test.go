@@ -1,10 +1,12 @@
 package nsbench_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"cellguard/internal/lancedbtest"
 	"cellguard/internal/nsbench"
 )
 
@@ -12,7 +14,10 @@ import (
 // go test -run '^$' -bench LanceDB -benchtime 1x ./internal/nsbench
 func BenchmarkLanceDB(b *testing.B) {
 	for range b.N {
-		rep, err := nsbench.Run(b.Context(), nsbench.Options{})
+		rep, err := nsbench.Run(b.Context(), nsbench.Options{Progress: func(v lancedbtest.Version, s nsbench.Scenario) {
+			fmt.Fprintf(os.Stderr, "LanceDB %s %s: local %.1f/s, namespace %.1f/s (%.2fx), namespace p50 %v, failed %d/%d\n",
+				v.LanceDB, s.Name, s.Local.Rate, s.Namespace.Rate, s.Ratio(), s.Namespace.P50, s.Local.Failed, s.Namespace.Failed)
+		}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -42,6 +42,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/committer"
 	"cellguard/internal/declog"
@@ -161,6 +162,9 @@ type Result struct {
 	// Options.Check.
 	Rows     map[int64]int64
 	Versions []uint64
+	// Stages is, through the namespace, the mean time a version/create
+	// spent in each of its stages (cellguard_namespace_commit_stage_seconds).
+	Stages map[string]time.Duration
 }
 
 // Run runs the measure: see the package documentation.
@@ -200,7 +204,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 				} else {
 					t = map[string]any{"uri": p.url}
 				}
+				before := p.stages()
 				res, err := runOne(ctx, v, filepath.Join(dir, "work"), t, strings.ReplaceAll(v.Name, ".", "_")+"_", sc, opts)
+				if target == "namespace" {
+					res.Stages = meanStages(before, p.stages())
+				}
 				if err != nil {
 					return rep, fmt.Errorf("nsbench: LanceDB %s, %s, %s: %w", v.LanceDB, sc.Name, target, err)
 				}
@@ -309,6 +317,7 @@ func quantile(ms []float64, q float64) time.Duration {
 // pipeline is `serve --lance-namespace` in process.
 type pipeline struct {
 	url     string
+	reg     *prometheus.Registry
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closers []func()
@@ -385,7 +394,8 @@ func startPipeline(ctx context.Context, dir string, log *slog.Logger) (_ *pipeli
 	}
 	pub := publish.NewManager(l, publish.ManagerOptions{Logger: log, DiscoverEvery: 20 * time.Millisecond})
 	p.run(rctx, pub.Run)
-	ns, err := namespace.New(namespace.Config{Log: l, JetStream: js, LanceRoot: lanceRoot, Logger: log})
+	p.reg = prometheus.NewRegistry()
+	ns, err := namespace.New(namespace.Config{Log: l, JetStream: js, LanceRoot: lanceRoot, Logger: log, Registerer: p.reg})
 	if err != nil {
 		return nil, err
 	}
@@ -427,6 +437,18 @@ func (r Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, "  failed: local %d, namespace %d", s.Local.Failed, s.Namespace.Failed)
 			}
 			b.WriteString("\n")
+			for _, e := range append(s.Local.Errors, s.Namespace.Errors...) {
+				fmt.Fprintf(&b, "              error: %.300s\n", strings.ReplaceAll(e, "\n", " "))
+			}
+			if len(s.Namespace.Stages) > 0 {
+				b.WriteString("              stages:")
+				for _, st := range StageOrder {
+					if d, ok := s.Namespace.Stages[st]; ok {
+						fmt.Fprintf(&b, " %s %s", st, ms(d))
+					}
+				}
+				b.WriteString("\n")
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -434,3 +456,45 @@ func (r Report) WriteText(w io.Writer) error {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+type stageTotal struct {
+	sum   float64
+	count uint64
+}
+
+// stages reads the namespace's stage histograms.
+func (p *pipeline) stages() map[string]stageTotal {
+	out := map[string]stageTotal{}
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cellguard_namespace_commit_stage_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					out[l.GetValue()] = stageTotal{sum: m.GetHistogram().GetSampleSum(), count: m.GetHistogram().GetSampleCount()}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// meanStages is each stage's mean time between two readings.
+func meanStages(before, after map[string]stageTotal) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for stage, a := range after {
+		b := before[stage]
+		if n := a.count - b.count; n > 0 {
+			out[stage] = time.Duration((a.sum - b.sum) / float64(n) * float64(time.Second))
+		}
+	}
+	return out
+}
+
+// StageOrder lists version/create's stages in the order they run.
+var StageOrder = []string{"check", "read", "lookup", "verify", "stage", "decision", "publish", "answer"}
