@@ -92,12 +92,14 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, e
 	}
 	defer t.unlock()
-	if e := s.checkDropped(ctx, ds, true); e != nil {
-		return nil, e // dropped while this call waited for the lock
-	}
+	// Dropped while this call waited for the lock? lookup says: it
+	// finds the tombstone, or checks for one.
 	clk.done("check")
 	st, e := s.readStaged(ctx, t, key, req.ManifestSize)
 	if e != nil {
+		if de := s.checkDropped(ctx, ds, true); de != nil {
+			return nil, de // a dropped table's files are gone
+		}
 		return nil, e
 	}
 	clk.done("read")
@@ -252,14 +254,18 @@ type lookedUp struct {
 // already decided gets its decision back: a client retrying after a lost
 // answer re-sends the same uuid (at the next version, having taken its
 // own commit for a concurrent one), and a refused or rejected one
-// re-sends it after any error —; and the committed head. When the
-// table's recent manifests hold the transaction's read version, one
-// headers-only scan from that version's record answers all three;
-// otherwise each is read on its own.
+// re-sends it after any error —; and the committed head. A dropped
+// table is refused (409, code 19). When the table's recent manifests
+// hold the transaction's read version, one headers-only scan from that
+// version's record answers all of it (a tombstone is after the last
+// commit); otherwise each is read on its own.
 func (s *Server) lookup(ctx context.Context, t *tableState, ds string, txn *lancepb.Transaction) (lookedUp, *Error) {
 	var lk lookedUp
+	t.mu.Lock()
+	gone := t.dropped
+	t.mu.Unlock()
 	rv := txn.GetReadVersion()
-	if lm, ok := t.recent.at(rv); ok && rv > 0 {
+	if lm, ok := t.recent.at(rv); ok && rv > 0 && !gone {
 		lk.end, lk.exists = lm.seq+1, true
 		lk.head = declog.Record{Seq: lm.seq, Dataset: ds, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: rv}
 		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), lm.seq, declog.ScanOptions{HeadersOnly: true}) {
@@ -282,6 +288,9 @@ func (s *Server) lookup(ctx context.Context, t *tableState, ds string, txn *lanc
 			}
 		}
 		return lk, nil
+	}
+	if e := s.checkDropped(ctx, ds, true); e != nil {
+		return lk, e
 	}
 	var e *Error
 	if lk.end, e = s.logEnd(ctx, ds); e != nil {

@@ -266,10 +266,12 @@ func WriteVersion(ctx context.Context, loc *Location, ds, storageVersion string,
 	if there, xerr := loc.Bucket.Exists(ctx, mkey); xerr == nil && there {
 		err = errVersionThere
 	} else {
-		if err := loc.CreateIfAbsent(ctx, tkey, tb); err != nil && !IsExists(err) {
-			return 0, fmt.Errorf("publish %s@%d: write %s: %w", ds, m.Version(), tkey, err)
+		// The transaction file first, then the manifest (the commit
+		// point a reader sees).
+		var terr error
+		if terr, err = loc.CreatePairIfAbsent(ctx, tkey, tb, mkey, mb); terr != nil && !IsExists(terr) {
+			return 0, fmt.Errorf("publish %s@%d: write %s: %w", ds, m.Version(), tkey, terr)
 		}
-		err = loc.CreateIfAbsent(ctx, mkey, mb)
 	}
 	if IsExists(err) || errors.Is(err, errVersionThere) {
 		f, rerr := ReadVersion(ctx, loc, m.Version())
