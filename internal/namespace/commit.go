@@ -577,8 +577,9 @@ func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declo
 // publisher. It does so only without reading the log — it holds the
 // manifest of the version before (the table's recent manifests), and
 // replays the decision on it as the publisher would — and only when the
-// version before is in storage: versions are laid out in order, and a
-// publisher resumes after the newest one in storage. Otherwise, or when
+// version before is in storage with the log's transaction: versions are
+// laid out in order, a publisher resumes after the newest one in
+// storage, and stops at a foreign one. Otherwise, or when
 // storage fails, it returns false and the answer waits for the
 // publisher. The caller holds the table's commit lock.
 func (s *Server) publishCommitted(ctx context.Context, t *tableState, ds string, rec declog.Record) (tableVersion, bool) {
@@ -591,8 +592,14 @@ func (s *Server) publishCommitted(ctx context.Context, t *tableState, ds string,
 		}
 		base = lm.m
 		if t.stored < v-1 {
-			there, err := t.loc.Bucket.Exists(ctx, manifestKey(v-1))
-			if err != nil || !there {
+			// Not written here: it must be there, and ours (a
+			// foreign version stops the publisher, and this too).
+			f, err := publish.ReadVersion(ctx, t.loc, v-1)
+			if err != nil {
+				return tableVersion{}, false
+			}
+			prev, err := s.cfg.Log.At(ctx, lm.seq)
+			if err != nil || prev.TxnID == "" || prev.TxnID != publish.TxnID(f) {
 				return tableVersion{}, false
 			}
 			t.stored = v - 1

@@ -21,6 +21,7 @@ type decisionFeed struct {
 	running bool
 	users   int
 	stop    context.CancelFunc
+	done    chan struct{} // closed when the running read has ended
 	idle    *time.Timer
 	changed chan struct{} // closed when recs changes
 	recs    []declog.Record
@@ -60,8 +61,12 @@ func (f *decisionFeed) join(s *Server, ds string, from uint64) {
 		f.changed = make(chan struct{})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.running, f.stop = true, cancel
-	go f.follow(ctx, s, ds, from)
+	done := make(chan struct{})
+	f.running, f.stop, f.done = true, cancel, done
+	go func() {
+		defer close(done)
+		f.follow(ctx, s, ds, from)
+	}()
 }
 
 // leave ends a waiter; the feed stops feedLinger after the last one.
@@ -81,16 +86,21 @@ func (f *decisionFeed) leave() {
 	})
 }
 
-// close stops the feed (the server is closing).
+// close stops the feed and waits until its read has ended (the server
+// stops serving).
 func (f *decisionFeed) close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.idle != nil {
 		f.idle.Stop()
 		f.idle = nil
 	}
 	if f.running {
 		f.stopLocked()
+	}
+	done := f.done
+	f.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 

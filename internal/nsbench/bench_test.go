@@ -3,6 +3,7 @@ package nsbench_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,8 +11,10 @@ import (
 	"cellguard/internal/nsbench"
 )
 
-// BenchmarkLanceDB runs the full measure once and prints its report:
-// go test -run '^$' -bench LanceDB -benchtime 1x ./internal/nsbench
+// BenchmarkLanceDB runs the full measure once and prints its report
+// (and, with NSBENCH_OUT set to a directory, draws nsbench.svg there):
+//
+//	go test -run '^$' -bench LanceDB -benchtime 1x ./internal/nsbench
 func BenchmarkLanceDB(b *testing.B) {
 	for range b.N {
 		rep, err := nsbench.Run(b.Context(), nsbench.Options{Progress: func(v lancedbtest.Version, s nsbench.Scenario) {
@@ -26,5 +29,17 @@ func BenchmarkLanceDB(b *testing.B) {
 			b.Fatal(err)
 		}
 		os.Stdout.WriteString(sb.String())
+		if dir := os.Getenv("NSBENCH_OUT"); dir != "" {
+			f, err := os.Create(filepath.Join(dir, "nsbench.svg"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := rep.Figure().WriteSVG(f); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

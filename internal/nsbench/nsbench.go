@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cellguard/committer"
+	"cellguard/internal/benchplot"
 	"cellguard/internal/declog"
 	"cellguard/internal/lancedbtest"
 	"cellguard/internal/namespace"
@@ -498,3 +499,36 @@ func meanStages(before, after map[string]stageTotal) map[string]time.Duration {
 
 // StageOrder lists version/create's stages in the order they run.
 var StageOrder = []string{"check", "read", "lookup", "verify", "stage", "decision", "publish", "answer"}
+
+// Figure draws the report: for each LanceDB release, calls per second
+// by handle count, local directory against the namespace, for appends
+// (serial and concurrent) and for the mixed update / delete /
+// mergeInsert workload.
+func (r Report) Figure() benchplot.Figure {
+	fig := benchplot.Figure{Title: "LanceDB through the cellguard namespace vs a local directory", Columns: 2}
+	for _, v := range r.Versions {
+		for _, kind := range []string{"append", "mixed"} {
+			title := "appends, LanceDB " + v.LanceDB
+			if kind == "mixed" {
+				title = "update/delete/mergeInsert on one table, LanceDB " + v.LanceDB
+			}
+			local := benchplot.Series{Name: "local directory", Dashed: true}
+			ns := benchplot.Series{Name: "through the namespace"}
+			for _, s := range v.Scenarios {
+				if s.Kind != kind || s.Local.Rate <= 0 || s.Namespace.Rate <= 0 {
+					continue
+				}
+				local.Points = append(local.Points, benchplot.Point{X: float64(s.Handles), Y: s.Local.Rate})
+				ns.Points = append(ns.Points, benchplot.Point{X: float64(s.Handles), Y: s.Namespace.Rate})
+			}
+			if len(local.Points) == 0 {
+				continue
+			}
+			fig.Charts = append(fig.Charts, benchplot.Chart{
+				Title: title, XLabel: "handles", YLabel: "calls/s", LogX: true,
+				Series: []benchplot.Series{local, ns},
+			})
+		}
+	}
+	return fig
+}

@@ -55,6 +55,14 @@ func TestRunTiny(t *testing.T) {
 	if err := rep.WriteText(os.Stderr); err != nil {
 		t.Fatal(err)
 	}
+	fig := rep.Figure()
+	if len(fig.Charts) != 2*len(rep.Versions) {
+		t.Errorf("%d charts, want appends and mixed per release", len(fig.Charts))
+	}
+	var svg strings.Builder
+	if err := fig.WriteSVG(&svg); err != nil || !strings.Contains(svg.String(), "through the namespace") {
+		t.Errorf("figure: %v", err)
+	}
 }
 
 // expectedRows is what the driver's workload leaves in a table (see
