@@ -31,6 +31,7 @@ package lancedbtest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -141,11 +142,19 @@ func RunErr(t testing.TB, script string, input any) ([]byte, error) {
 // missing or the install fails.
 func (v Version) Dir(t testing.TB) string {
 	t.Helper()
-	v.inst.once.Do(func() { v.inst.dir, v.inst.err = v.install() })
-	if v.inst.err != nil {
-		t.Fatal(v.inst.err)
+	dir, err := v.Install()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return v.inst.dir
+	return dir
+}
+
+// Install is Dir for code outside tests (benchmark drivers): it returns
+// the directory holding node_modules with this judge, installing it into
+// the cache first if needed, or why it cannot.
+func (v Version) Install() (string, error) {
+	v.inst.once.Do(func() { v.inst.dir, v.inst.err = v.install() })
+	return v.inst.dir, v.inst.err
 }
 
 // Run runs script, the source of an ES module, with Node in a fresh
@@ -173,20 +182,36 @@ func (v Version) Run(t testing.TB, script string, input, out any) {
 // expects LanceDB to refuse something.
 func (v Version) RunErr(t testing.TB, script string, input any) ([]byte, error) {
 	t.Helper()
-	dir := v.Dir(t)
-	work := t.TempDir()
+	v.Dir(t) // installs, or fails the test saying why
+	out, err := v.Exec(context.Background(), t.TempDir(), script, input)
+	var se *ScriptError
+	if err != nil && !errors.As(err, &se) {
+		t.Fatal(err)
+	}
+	return out, err
+}
+
+// Exec is RunErr for code outside tests: it runs script with Node in work
+// (an empty directory the caller owns and removes) until it exits or ctx
+// ends. A script that exits unsuccessfully is a *ScriptError; any other
+// error is trouble installing or starting it.
+func (v Version) Exec(ctx context.Context, work, script string, input any) ([]byte, error) {
+	dir, err := v.Install()
+	if err != nil {
+		return nil, err
+	}
 	if err := os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(work, "node_modules")); err != nil {
-		t.Fatalf("lancedbtest: link node_modules: %v", err)
+		return nil, fmt.Errorf("lancedbtest: link node_modules: %w", err)
 	}
 	path := filepath.Join(work, "script.mjs")
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-		t.Fatalf("lancedbtest: write script: %v", err)
+		return nil, fmt.Errorf("lancedbtest: write script: %w", err)
 	}
 	in, err := json.Marshal(input)
 	if err != nil {
-		t.Fatalf("lancedbtest: encode input: %v", err)
+		return nil, fmt.Errorf("lancedbtest: encode input: %w", err)
 	}
-	cmd := exec.Command("node", path)
+	cmd := exec.CommandContext(ctx, "node", path)
 	cmd.Dir = work
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer

@@ -127,22 +127,77 @@ func (l *Location) createIfAbsent(ctx context.Context, key string, b []byte) err
 }
 
 func linkIfAbsent(target string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	staging, err := stage(target, b)
+	if err != nil {
 		return err
+	}
+	defer os.Remove(staging)
+	return link(staging, target)
+}
+
+// stage writes b, synced, to a staging file beside target and returns
+// its name; the caller removes it.
+func stage(target string, b []byte) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return "", err
 	}
 	var r [8]byte
 	_, _ = rand.Read(r[:])
 	staging := fmt.Sprintf("%s-%x", target, r)
 	if err := writeSynced(staging, b); err != nil {
 		_ = os.Remove(staging)
-		return err
+		return "", err
 	}
-	defer os.Remove(staging)
+	return staging, nil
+}
+
+func link(staging, target string) error {
 	err := os.Link(staging, target)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%w: %s", errExists, path.Base(target))
 	}
 	return err
+}
+
+// CreatePairIfAbsent is CreateIfAbsent of first, then of second: second
+// never appears before first does. On a local directory both are
+// written and synced at once (two syncs in the time of one) before
+// either appears. errFirst and errSecond are each one's CreateIfAbsent
+// error; when first fails for another reason than IsExists, second is
+// not created.
+func (l *Location) CreatePairIfAbsent(ctx context.Context, first string, b1 []byte, second string, b2 []byte) (errFirst, errSecond error) {
+	if l.dir == "" {
+		if errFirst = l.createIfAbsent(ctx, first, b1); errFirst != nil && !IsExists(errFirst) {
+			return errFirst, nil
+		}
+		return errFirst, l.createIfAbsent(ctx, second, b2)
+	}
+	t1, t2 := filepath.Join(l.dir, filepath.FromSlash(first)), filepath.Join(l.dir, filepath.FromSlash(second))
+	var s1 string
+	var err1 error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s1, err1 = stage(t1, b1)
+	}()
+	s2, err2 := stage(t2, b2)
+	<-done
+	if s1 != "" {
+		defer os.Remove(s1)
+	}
+	if s2 != "" {
+		defer os.Remove(s2)
+	}
+	if err1 != nil {
+		return err1, nil
+	}
+	if errFirst = link(s1, t1); errFirst != nil && !IsExists(errFirst) {
+		return errFirst, nil
+	}
+	if err2 != nil {
+		return errFirst, err2
+	}
+	return errFirst, link(s2, t2)
 }
 
 func writeSynced(name string, b []byte) error {

@@ -89,3 +89,46 @@ func TestCheckWritable(t *testing.T) {
 		t.Errorf("unwritable: %v, want ErrLocation", err)
 	}
 }
+
+// TestCreatePairIfAbsent: both objects are created with their bytes;
+// each one already there is reported as IsExists and keeps its bytes,
+// the other is still created; nothing staged is left behind.
+func TestCreatePairIfAbsent(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{filepath.Join(t.TempDir(), "t.lance"), "mem://"} {
+		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
+			loc, err := OpenLocation(ctx, url, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer loc.Close()
+			read := func(key string) string {
+				b, err := loc.Bucket.ReadAll(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+			e1, e2 := loc.CreatePairIfAbsent(ctx, "_transactions/1.txn", []byte("t1"), "_versions/1.manifest", []byte("m1"))
+			if e1 != nil || e2 != nil || read("_transactions/1.txn") != "t1" || read("_versions/1.manifest") != "m1" {
+				t.Fatalf("first pair: %v %v", e1, e2)
+			}
+			e1, e2 = loc.CreatePairIfAbsent(ctx, "_transactions/1.txn", []byte("t2"), "_versions/2.manifest", []byte("m2"))
+			if !IsExists(e1) || e2 != nil || read("_transactions/1.txn") != "t1" || read("_versions/2.manifest") != "m2" {
+				t.Fatalf("first there: %v %v", e1, e2)
+			}
+			e1, e2 = loc.CreatePairIfAbsent(ctx, "_transactions/3.txn", []byte("t3"), "_versions/2.manifest", []byte("m3"))
+			if e1 != nil || !IsExists(e2) || read("_transactions/3.txn") != "t3" || read("_versions/2.manifest") != "m2" {
+				t.Fatalf("second there: %v %v", e1, e2)
+			}
+			if loc.dir != "" {
+				for _, d := range []string{"_versions", "_transactions"} {
+					ents, err := os.ReadDir(filepath.Join(loc.dir, d))
+					if err != nil || len(ents) != 2 {
+						t.Errorf("%s holds %v (%v), want 2 objects", d, ents, err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -15,7 +15,6 @@ import (
 
 	"cellguard/internal/declog"
 	"cellguard/internal/publish"
-	"cellguard/internal/retry"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
@@ -72,13 +71,18 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, e
 	}
 	v := *req.Version
-	_, exists, e := s.headToWrite(ctx, ds)
-	if e != nil {
-		return nil, e
-	}
-	t, e := s.location(ctx, ds, exists)
-	if e != nil {
-		return nil, e
+	clk := s.metrics.clock()
+	t, open := s.openTable(ds)
+	if !open {
+		// Whether the table exists says where its location is; once
+		// open, the checks under the lock are enough.
+		_, exists, e := s.headToWrite(ctx, ds)
+		if e != nil {
+			return nil, e
+		}
+		if t, e = s.location(ctx, ds, exists); e != nil {
+			return nil, e
+		}
 	}
 	key, e := stagedKey(t.locURL, req.ManifestPath, v)
 	if e != nil {
@@ -88,32 +92,25 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 		return nil, e
 	}
 	defer t.unlock()
-	if e := s.checkDropped(ctx, ds, true); e != nil {
-		return nil, e // dropped while this call waited for the lock
-	}
+	// Dropped while this call waited for the lock? lookup says: it
+	// finds the tombstone, or checks for one.
+	clk.done("check")
 	st, e := s.readStaged(ctx, t, key, req.ManifestSize)
 	if e != nil {
+		if de := s.checkDropped(ctx, ds, true); de != nil {
+			return nil, de // a dropped table's files are gone
+		}
 		return nil, e
 	}
-	// The log's end, read before looking the transaction up: a decision
-	// findDecision misses is after it, where stageAndAwait looks.
-	from, e := s.logEnd(ctx, ds)
+	clk.done("read")
+	lk, e := s.lookup(ctx, t, ds, st.txn)
 	if e != nil {
 		return nil, e
 	}
-	// A transaction already decided gets its decision back: a client
-	// retrying after a lost answer re-sends the same uuid (at the next
-	// version, having taken its own commit for a concurrent one), and a
-	// refused or rejected one re-sends it after any error.
-	if rec, found, err := s.findDecision(ctx, ds, st.txn); err != nil {
-		return nil, internal(err)
-	} else if found {
-		return s.answer(ctx, t, ds, v, rec)
+	if lk.decided {
+		return s.answer(ctx, t, ds, v, lk.decision, clk)
 	}
-	h, exists, e := s.lastCommitted(ctx, ds) // not dropped: checked under the lock
-	if e != nil {
-		return nil, e
-	}
+	from, h, exists := lk.end, lk.head, lk.exists
 	var hv uint64
 	if exists {
 		hv = h.Version
@@ -129,10 +126,12 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	case v > hv+1:
 		return nil, invalid("version %d is ahead of table %q: the next version is %d", v, ds, hv+1)
 	}
+	clk.done("lookup")
 	ref, e := s.verify(ctx, t, ds, h, exists, st)
 	if e != nil {
 		return nil, e
 	}
+	clk.done("verify")
 	if ref != nil {
 		s.metrics.refusals.WithLabelValues(ds, ref.reason.String()).Inc()
 	}
@@ -143,11 +142,13 @@ func (s *Server) createVersion(ctx context.Context, r *http.Request) (any, *Erro
 	if !exists {
 		a.storageVersion = st.manifest.GetDataFormat().GetVersion()
 	}
-	rec, e := s.stageAndAwait(ctx, ds, st, a)
+	rec, e := s.stageAndAwait(ctx, t, ds, st, a, clk)
 	if e != nil {
 		return nil, e
 	}
-	return s.answer(ctx, t, ds, v, rec)
+	clk.done("decision")
+	t.committed(rec)
+	return s.answer(ctx, t, ds, v, rec, clk)
 }
 
 func (req *createVersionRequest) validate() *Error {
@@ -237,12 +238,84 @@ func (s *Server) readBounded(ctx context.Context, t *tableState, key string) ([]
 	return nil, invalid("read %s: %v", key, err) // not a regular file (publish.ErrNotRegular), missing, unreadable
 }
 
+// lookedUp is what lookup found in the decision log.
+type lookedUp struct {
+	end      uint64        // the sequence after the log's last record when looked
+	decision declog.Record // the transaction's decision, if decided
+	decided  bool
+	head     declog.Record // the committed head (headers only when from the scan)
+	exists   bool          // the table has a committed version
+}
+
+// lookup reads what a version/create needs of the log, under the
+// table's commit lock: the log's end, read before the transaction is
+// looked up (a decision lookup misses is after it, where stageAndAwait
+// looks); the transaction's decision, if it has one — a transaction
+// already decided gets its decision back: a client retrying after a lost
+// answer re-sends the same uuid (at the next version, having taken its
+// own commit for a concurrent one), and a refused or rejected one
+// re-sends it after any error —; and the committed head. A dropped
+// table is refused (409, code 19). When the table's recent manifests
+// hold the transaction's read version, one headers-only scan from that
+// version's record answers all of it (a tombstone is after the last
+// commit); otherwise each is read on its own.
+func (s *Server) lookup(ctx context.Context, t *tableState, ds string, txn *lancepb.Transaction) (lookedUp, *Error) {
+	var lk lookedUp
+	t.mu.Lock()
+	gone := t.dropped
+	t.mu.Unlock()
+	rv := txn.GetReadVersion()
+	if lm, ok := t.recent.at(rv); ok && rv > 0 && !gone {
+		lk.end, lk.exists = lm.seq+1, true
+		lk.head = declog.Record{Seq: lm.seq, Dataset: ds, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED, Version: rv}
+		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), lm.seq, declog.ScanOptions{HeadersOnly: true}) {
+			if err != nil {
+				return lk, internal(err)
+			}
+			lk.end = r.Seq + 1
+			switch {
+			case r.TxnID == txn.GetUuid():
+				full, err := s.cfg.Log.At(ctx, r.Seq)
+				if err != nil {
+					return lk, internal(err)
+				}
+				lk.decision, lk.decided = full, true
+				return lk, nil
+			case r.Outcome == cellguardpb.Outcome_OUTCOME_DELETED:
+				return lk, s.checkDropped(ctx, ds, true)
+			case r.Committed() && r.Version > lk.head.Version:
+				lk.head = r
+			}
+		}
+		return lk, nil
+	}
+	if e := s.checkDropped(ctx, ds, true); e != nil {
+		return lk, e
+	}
+	var e *Error
+	if lk.end, e = s.logEnd(ctx, ds); e != nil {
+		return lk, e
+	}
+	rec, found, err := s.findDecision(ctx, t, ds, txn)
+	if err != nil {
+		return lk, internal(err)
+	}
+	if found {
+		lk.decision, lk.decided = rec, true
+		return lk, nil
+	}
+	lk.head, lk.exists, e = s.lastCommitted(ctx, ds) // not dropped: checked under the lock
+	return lk, e
+}
+
 // findDecision looks the transaction's uuid up in the decision log,
 // from the record of its read version on.
-func (s *Server) findDecision(ctx context.Context, ds string, txn *lancepb.Transaction) (declog.Record, bool, error) {
+func (s *Server) findDecision(ctx context.Context, t *tableState, ds string, txn *lancepb.Transaction) (declog.Record, bool, error) {
 	from := uint64(1)
 	if rv := txn.GetReadVersion(); rv > 0 {
-		if seq, err := s.cfg.Log.VersionSeq(ctx, ds, rv); err == nil {
+		if lm, ok := t.recent.at(rv); ok {
+			from = lm.seq
+		} else if seq, err := s.cfg.Log.VersionSeq(ctx, ds, rv); err == nil {
 			from = seq
 		}
 	}
@@ -295,7 +368,7 @@ func attemptID(uuid string, v uint64) string {
 // committed since the namespace's check). The decision awaited is the
 // one of this staged message, or the uuid's (another attempt of the same
 // transaction decided it first: this one is then acked undecided).
-func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a attempt) (declog.Record, *Error) {
+func (s *Server) stageAndAwait(ctx context.Context, t *tableState, ds string, st *staged, a attempt, clk *stageClock) (declog.Record, *Error) {
 	id := st.txn.GetUuid()
 	msg := nats.NewMsg(s.sc.Txn(ds))
 	msg.Data = st.body
@@ -312,13 +385,34 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 	if err != nil {
 		return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "stage transaction %s: %v", id, err)
 	}
-	// The log is read again and again from where the last look ended,
-	// each look a bounded scan of direct gets that may end early (a
-	// replica behind: the next look goes on), so no consumer is made: a
-	// consumer per commit outlived its request, and a busy namespace ran
-	// into the server's limit of consumers per stream.
+	clk.done("stage")
+	// The decision comes from the table's feed (one live read of its log
+	// while it commits, never a consumer per commit: those outlived
+	// their requests, and a busy namespace ran into the server's limit
+	// of consumers per stream). Now and then the waiter also reads the
+	// log itself from where its last look ended, each look a bounded
+	// scan of direct gets that may end early (a replica behind: the
+	// next look goes on), so a feed that lags costs time, not the
+	// decision.
 	from := a.from
-	for wait := awaitFirst; ; wait = min(2*wait, awaitMax) {
+	t.feed.join(s, ds, a.from)
+	defer t.feed.leave()
+	timer := time.NewTimer(feedFirst)
+	defer timer.Stop()
+	for wait := feedFirst; ; {
+		r, ok, changed := t.feed.find(a.from, ack.Sequence, id)
+		if ok {
+			return r, nil
+		}
+		select {
+		case <-changed:
+			continue
+		case <-ctx.Done():
+			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
+		case <-timer.C:
+		}
+		wait = min(2*wait, feedMax)
+		timer.Reset(wait)
 		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{HeadersOnly: true, Partial: true}) {
 			if err != nil {
 				return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
@@ -332,19 +426,8 @@ func (s *Server) stageAndAwait(ctx context.Context, ds string, st *staged, a att
 			}
 			from = r.Seq + 1
 		}
-		if retry.Sleep(ctx, wait) != nil {
-			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet: retry to get it", id)
-		}
 	}
 }
-
-// A staged transaction's decision is looked for after awaitFirst, then
-// at intervals doubling up to awaitMax: most come within a few
-// milliseconds, and a committer that is down costs a look every awaitMax.
-const (
-	awaitFirst = time.Millisecond
-	awaitMax   = 50 * time.Millisecond
-)
 
 // headerValue makes s one header line of at most n bytes.
 func headerValue(s string, n int) string {
@@ -363,9 +446,13 @@ func headerValue(s string, n int) string {
 // answer turns a decision on a proposal of version v into the response:
 // the committed version once its manifest is in storage, or the
 // rejection.
-func (s *Server) answer(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record) (any, *Error) {
+func (s *Server) answer(ctx context.Context, t *tableState, ds string, v uint64, rec declog.Record, clk *stageClock) (any, *Error) {
 	if !rec.Committed() {
 		return nil, s.rejected(ctx, t, ds, v, rec)
+	}
+	if tv, ok := s.publishCommitted(ctx, t, ds, rec); ok {
+		clk.done("publish")
+		return map[string]any{"version": tv}, nil
 	}
 	ok, err := s.published(ctx, t.loc, rec.Version, s.cfg.CommitTimeout)
 	if err != nil {
@@ -375,10 +462,12 @@ func (s *Server) answer(ctx context.Context, t *tableState, ds string, v uint64,
 		return nil, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable,
 			"transaction %s committed as version %d, not published yet: retry to get it", rec.TxnID, rec.Version)
 	}
+	clk.done("publish")
 	tv, ok, err := s.versionEntry(ctx, t, rec.Version)
 	if err != nil || !ok {
 		return nil, internal(fmt.Errorf("version %d published but not readable: %v", rec.Version, err))
 	}
+	clk.done("answer")
 	return map[string]any{"version": tv}, nil
 }
 
@@ -449,17 +538,14 @@ func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declo
 	if rv == 0 || rv > h.Version {
 		return nil, fmt.Errorf("%w: read_version %d is not a version of %s (head %d)", errBadReadVersion, rv, ds, h.Version)
 	}
-	head, _, err := l.Load(ctx, ds, h.Version, l.Versions(ds))
+	head, _, err := s.manifestAt(ctx, t, ds, h.Version, h)
 	if err != nil {
 		return nil, err
 	}
 	if rv < h.Version {
 		in := table.RebaseInput{Txn: txn, Head: head, Deletions: newDeletions(t.loc)}
-		if in.Read, _, err = l.Load(ctx, ds, rv, l.Versions(ds)); err != nil {
-			return nil, err
-		}
-		from, err := l.VersionSeq(ctx, ds, rv)
-		if err != nil {
+		var from uint64
+		if in.Read, from, err = s.manifestAt(ctx, t, ds, rv, h); err != nil {
 			return nil, err
 		}
 		for r, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), from+1, declog.ScanOptions{To: h.Seq}) {
@@ -482,4 +568,64 @@ func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declo
 		txn = res.Txn
 	}
 	return table.Apply(ctx, head, txn, l.Versions(ds))
+}
+
+// publishCommitted lays committed version rec.Version out in storage
+// itself, as the publisher does (publish.WriteVersion, racing it
+// harmlessly: whichever creates the manifest first, the other finds it
+// there with the same transaction), so the answer need not wait for the
+// publisher. It does so only without reading the log — it holds the
+// manifest of the version before (the table's recent manifests), and
+// replays the decision on it as the publisher would — and only when the
+// version before is in storage with the log's transaction: versions are
+// laid out in order, a publisher resumes after the newest one in
+// storage, and stops at a foreign one. Otherwise, or when
+// storage fails, it returns false and the answer waits for the
+// publisher. The caller holds the table's commit lock.
+func (s *Server) publishCommitted(ctx context.Context, t *tableState, ds string, rec declog.Record) (tableVersion, bool) {
+	v := rec.Version
+	var base *table.Manifest
+	if v > 1 {
+		lm, ok := t.recent.at(v - 1)
+		if !ok {
+			return tableVersion{}, false
+		}
+		base = lm.m
+		if t.stored < v-1 {
+			// Not written here: it must be there, and ours (a
+			// foreign version stops the publisher, and this too).
+			f, err := publish.ReadVersion(ctx, t.loc, v-1)
+			if err != nil {
+				return tableVersion{}, false
+			}
+			prev, err := s.cfg.Log.At(ctx, lm.seq)
+			if err != nil || prev.TxnID == "" || prev.TxnID != publish.TxnID(f) {
+				return tableVersion{}, false
+			}
+			t.stored = v - 1
+		}
+	}
+	cfg, err := s.datasetConfig(ctx, t, ds)
+	if err != nil {
+		return tableVersion{}, false
+	}
+	m, txn, err := declog.Replay(ctx, base, rec, s.cfg.Log.Versions(ds))
+	if err != nil {
+		s.cfg.Logger.Warn("namespace: replay of a committed version failed; waiting for the publisher", "table", ds, "version", v, "err", err)
+		return tableVersion{}, false
+	}
+	size, err := publish.WriteVersion(ctx, t.loc, ds, cfg.GetStorageVersion(), m, txn, time.Now())
+	if err != nil {
+		s.cfg.Logger.Warn("namespace: writing a committed version failed; waiting for the publisher", "table", ds, "version", v, "err", err)
+		return tableVersion{}, false
+	}
+	t.stored = max(t.stored, v)
+	if r := &t.recent; len(r.vs) == 0 && v == 1 || len(r.vs) > 0 && r.vs[len(r.vs)-1].m.Version()+1 == v {
+		r.add(logManifest{m: m, seq: rec.Seq})
+	}
+	if size < 0 { // written by the publisher first
+		tv, ok, err := s.versionEntry(ctx, t, v)
+		return tv, err == nil && ok
+	}
+	return tableVersion{Version: v, ManifestPath: objectPath(t.locURL, manifestKey(v)), ManifestSize: size}, true
 }

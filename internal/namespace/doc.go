@@ -21,7 +21,9 @@
 // dataset's subject — the client's transaction as an attempt at the
 // version it proposes (message id `<uuid>@<version>`, header
 // Cg-Proposed-Version) — decided by the committer in order with SDK
-// workers, and published by the publisher (package publish). Before
+// workers, and published by the publisher (package publish) — or by
+// the namespace itself as it answers, the same way (publish.WriteVersion
+// of the decision replayed on the head). Before
 // staging it checks that the proposed version is head + 1 (else 409,
 // code 14: the client rebases), and verifies the client's manifest
 // against table.Apply of the rebased transaction (table.ManifestDiff,

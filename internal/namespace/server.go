@@ -141,11 +141,26 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.tables {
+		t.feed.close()
 		if t.loc != nil {
 			_ = t.loc.Close()
 		}
 	}
 	s.tables = map[string]*tableState{}
+}
+
+// stopFeeds stops the tables' decision feeds; a later version/create
+// starts its table's again.
+func (s *Server) stopFeeds() {
+	s.mu.Lock()
+	ts := make([]*tableState, 0, len(s.tables))
+	for _, t := range s.tables {
+		ts = append(ts, t)
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.feed.close()
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -293,6 +308,7 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 		<-errc
+		s.stopFeeds()
 		return nil
 	}
 }

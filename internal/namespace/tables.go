@@ -15,18 +15,25 @@ import (
 	"cellguard/internal/declog"
 	"cellguard/internal/publish"
 	"cellguard/internal/subject"
+	"cellguard/proto/cellguardpb"
 )
 
 // tableState is what the server keeps per table: the lock that orders
 // its version commits, and its open location.
 type tableState struct {
-	commit chan struct{} // held (1 token) while a version/create runs
+	commit chan struct{}   // held (1 token) while a version/create runs
+	recent recentManifests // used under commit
+	feed   decisionFeed
+	// stored is the newest version known to be in storage (used under
+	// commit).
+	stored uint64
 
 	mu       sync.Mutex
 	locURL   string
 	loc      *publish.Location
-	declared bool // declared through this server, not yet created
-	dropped  bool // its tombstone was seen: dropped for good
+	dsCfg    *cellguardpb.DatasetConfig // from the log's creation record, once read
+	declared bool                       // declared through this server, not yet created
+	dropped  bool                       // its tombstone was seen: dropped for good
 }
 
 func (s *Server) table(ds string) *tableState {
@@ -81,6 +88,15 @@ func (s *Server) lastCommitted(ctx context.Context, ds string) (declog.Record, b
 	return r, ok, nil
 }
 
+// openTable returns the table's state and whether its location is
+// open.
+func (s *Server) openTable(ds string) (*tableState, bool) {
+	t := s.table(ds)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t, t.loc != nil
+}
+
 // location opens the table's location: the one its creation record names
 // for an existing dataset, <LanceRoot>/<ds>.lance for a new one.
 func (s *Server) location(ctx context.Context, ds string, exists bool) (*tableState, *Error) {
@@ -101,6 +117,7 @@ func (s *Server) location(ctx context.Context, ds string, exists bool) (*tableSt
 				Msg: "dataset " + ds + " has no Lance location: it is not published, so Lance clients cannot use it"}
 		}
 		u = cfg.GetLocation()
+		t.dsCfg = cfg
 	} else {
 		var err error
 		if u, err = publish.DatasetLocation(s.cfg.LanceRoot, ds); err != nil {
@@ -373,4 +390,23 @@ func (s *Server) createNamespace(_ context.Context, r *http.Request) (any, *Erro
 
 func (s *Server) dropNamespace(_ context.Context, r *http.Request) (any, *Error) {
 	return nil, errorf(http.StatusNotAcceptable, CodeUnsupported, "dropping namespaces is not supported")
+}
+
+// datasetConfig returns ds's configuration from its creation record
+// (it never changes), read once.
+func (s *Server) datasetConfig(ctx context.Context, t *tableState, ds string) (*cellguardpb.DatasetConfig, error) {
+	t.mu.Lock()
+	cfg := t.dsCfg
+	t.mu.Unlock()
+	if cfg != nil {
+		return cfg, nil
+	}
+	cfg, err := s.cfg.Log.Config(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.dsCfg = cfg
+	t.mu.Unlock()
+	return cfg, nil
 }

@@ -106,6 +106,10 @@ func featureFlags(pb *lancepb.Manifest) (uint64, error) {
 
 // txnID returns the uuid of a manifest file's transaction: the inline
 // section's, or the one its transaction_file names.
+// TxnID is the uuid of the transaction that committed the version in
+// manifest file f: inline, else named by its transaction file.
+func TxnID(f *table.ManifestFile) string { return txnID(f) }
+
 func txnID(f *table.ManifestFile) string {
 	if id := f.Transaction.GetUuid(); id != "" {
 		return id

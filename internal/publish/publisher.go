@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,10 @@ import (
 // log committed at that version, or the log has no such version. It is
 // never overwritten; publishing of the dataset stops.
 var ErrForeignVersion = errors.New("publish: a version in storage was not written by cellguard")
+
+// errVersionThere is WriteVersion finding the version's manifest in
+// storage before writing anything.
+var errVersionThere = errors.New("publish: version in storage")
 
 // Publisher publishes the committed versions of one dataset to its
 // location, following the decision log. Create it with NewPublisher and
@@ -215,40 +221,82 @@ func (p *Publisher) resume(ctx context.Context) (uint64, error) {
 // succeeds without writing; with another transaction it fails with
 // ErrForeignVersion and writes nothing.
 func (p *Publisher) Publish(ctx context.Context, m *table.Manifest, txn *lancepb.Transaction) error {
-	f, err := ManifestFile(m, txn, p.cfg.GetStorageVersion(), p.now())
-	if err != nil {
+	if _, err := WriteVersion(ctx, p.loc, p.ds, p.cfg.GetStorageVersion(), m, txn, p.now()); err != nil {
 		return err
-	}
-	tb, err := txnBytes(txn)
-	if err != nil {
-		return fmt.Errorf("%w: encode transaction: %v", ErrUnpublishable, err)
-	}
-	mb, err := encode(f)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnpublishable, err)
-	}
-	tkey := transactionsDir + f.Manifest.GetTransactionFile()
-	if err := p.loc.CreateIfAbsent(ctx, tkey, tb); err != nil && !IsExists(err) {
-		return fmt.Errorf("publish %s@%d: write %s: %w", p.ds, m.Version(), tkey, err)
-	}
-	mkey := versionsDir + table.ManifestFileName(m.Version(), true)
-	err = p.loc.CreateIfAbsent(ctx, mkey, mb)
-	if IsExists(err) {
-		f, rerr := ReadVersion(ctx, p.loc, m.Version())
-		if rerr != nil {
-			return rerr
-		}
-		id := txnID(f)
-		if id != txn.GetUuid() {
-			return fmt.Errorf("%w: version %d in %s has transaction %s, the log committed %s", ErrForeignVersion, m.Version(), p.loc.URL, id, txn.GetUuid())
-		}
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("publish %s@%d: write %s: %w", p.ds, m.Version(), mkey, err)
 	}
 	if err := writeHint(ctx, p.loc, m.Version()); err != nil {
 		p.logger.Warn("write latest_version_hint.json", "version", m.Version(), "err", err)
 	}
 	return nil
+}
+
+// WriteVersion lays version m of dataset ds, committed by txn, out in
+// loc as a Publisher does (without the version hint): the transaction
+// file, then the manifest file, created only if absent. It returns the
+// size of the manifest it wrote, or -1 when the version was already
+// there with the same transaction (written by another writer of the
+// same decision: the publisher, or a namespace answering its client);
+// with another transaction it fails with ErrForeignVersion and writes
+// nothing. m must be the log's manifest of the version (declog.Replay of
+// its committed record) and storageVersion the dataset configuration's,
+// so that every writer of a version writes the same manifest but for its
+// timestamp.
+func WriteVersion(ctx context.Context, loc *Location, ds, storageVersion string, m *table.Manifest, txn *lancepb.Transaction, now time.Time) (int64, error) {
+	// Writers of one version in this process take turns: the second
+	// finds the first's manifest and writes nothing.
+	mu := &writing[versionShard(loc.URL, m.Version())]
+	mu.Lock()
+	defer mu.Unlock()
+	f, err := ManifestFile(m, txn, storageVersion, now)
+	if err != nil {
+		return 0, err
+	}
+	tb, err := txnBytes(txn)
+	if err != nil {
+		return 0, fmt.Errorf("%w: encode transaction: %v", ErrUnpublishable, err)
+	}
+	mb, err := encode(f)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnpublishable, err)
+	}
+	tkey := transactionsDir + f.Manifest.GetTransactionFile()
+	mkey := versionsDir + table.ManifestFileName(m.Version(), true)
+	// Another writer of the same decision usually got there first: then
+	// nothing is written (each write is synced to disk).
+	if there, xerr := loc.Bucket.Exists(ctx, mkey); xerr == nil && there {
+		err = errVersionThere
+	} else {
+		// The transaction file first, then the manifest (the commit
+		// point a reader sees).
+		var terr error
+		if terr, err = loc.CreatePairIfAbsent(ctx, tkey, tb, mkey, mb); terr != nil && !IsExists(terr) {
+			return 0, fmt.Errorf("publish %s@%d: write %s: %w", ds, m.Version(), tkey, terr)
+		}
+	}
+	if IsExists(err) || errors.Is(err, errVersionThere) {
+		f, rerr := ReadVersion(ctx, loc, m.Version())
+		if rerr != nil {
+			return 0, rerr
+		}
+		id := txnID(f)
+		if id != txn.GetUuid() {
+			return 0, fmt.Errorf("%w: version %d in %s has transaction %s, the log committed %s", ErrForeignVersion, m.Version(), loc.URL, id, txn.GetUuid())
+		}
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("publish %s@%d: write %s: %w", ds, m.Version(), mkey, err)
+	}
+	return int64(len(mb)), nil
+}
+
+// writing orders the writers of one version in this process (a
+// namespace answering its client and the publisher, both acting on one
+// decision): sharded by location and version.
+var writing [64]sync.Mutex
+
+func versionShard(url string, v uint64) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(url))
+	return int((uint64(h.Sum32()) + v) % uint64(len(writing)))
 }
