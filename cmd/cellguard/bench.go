@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"cellguard/internal/bench"
 	"cellguard/internal/embedded"
+	"cellguard/internal/lancedbtest"
+	"cellguard/internal/nsbench"
 )
 
 const benchHelp = `usage: cellguard bench [flags]
@@ -119,6 +122,15 @@ medians over the rounds; "round" 0):
 the number of datasets, committer beside raw JetStream (the medians, with
 -rounds above 1).
 
+-namespace measures unmodified LanceDB (0.31 and 0.39) instead: the same
+driver commits to a local directory and through cellguard's Lance REST
+namespace (embedded JetStream, committer, publisher and namespace in this
+process), scenario by scenario in the same run: serial appends of one
+handle, concurrent appends of -namespace-append-handles handles, and
+update/delete/mergeInsert of -namespace-mixed-handles handles on one
+table; -plot draws both side by side. It needs Node.js and npm (the
+LanceDB packages are installed into the user cache on first use).
+
 -timeline DIR writes one file per run, NN-<run name>.tsv: a "# <run name>"
 line, a header line "sent_ms<TAB>latency_ms", then one line per decision in
 staging order: when its transaction was staged (ms since the run's first
@@ -156,8 +168,16 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.KeepStreams, "keep-streams", o.KeepStreams, "leave each run's streams on the server (default: deleted once the run is measured, so that no later run carries them)")
 	fs.StringVar(&o.TimelineDir, "timeline", o.TimelineDir, "write every decision of each run (staged when, decided how long after) to a tab-separated file in `DIR`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", o.CPUProfile, "write a CPU profile of the whole process (servers, committer, producers) to `FILE`, for go tool pprof")
+	namespace := fs.Bool("namespace", false, "measure LanceDB through the Lance REST namespace against a local directory (see above) instead of the committer against raw JetStream")
+	ns := nsbench.Options{}
+	fs.IntVar(&ns.Appends, "namespace-appends", 200, "-namespace: serial appends of one handle")
+	fs.Var((*intList)(&ns.AppendHandles), "namespace-append-handles", "-namespace: handle counts of the concurrent append scenarios (default 4)")
+	fs.Var((*intList)(&ns.MixedHandles), "namespace-mixed-handles", "-namespace: handle counts of the update/delete/mergeInsert scenarios on one table (default 4,8,32)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *namespace {
+		return namespaceBench(ctx, ns, o.PlotPath, stdout, stderr)
 	}
 	var err error
 	if o.Sync, err = embedded.ParseSync(*syncFlag); err != nil {
@@ -208,4 +228,30 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// namespaceBench runs `cellguard bench -namespace`.
+func namespaceBench(ctx context.Context, o nsbench.Options, plotPath string, stdout, stderr io.Writer) error {
+	o.Progress = func(v lancedbtest.Version, s nsbench.Scenario) {
+		fmt.Fprintf(stderr, "%s %s done\n", v.Name, s.Name)
+	}
+	rep, err := nsbench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return err
+	}
+	if plotPath == "" {
+		return nil
+	}
+	f, err := os.Create(plotPath)
+	if err != nil {
+		return err
+	}
+	if err := rep.Figure().WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
