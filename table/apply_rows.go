@@ -216,7 +216,11 @@ func (a *applier) inferFormat(frags []*lancepb.DataFragment) (*lancepb.Manifest_
 		if a.defaultFormat != nil {
 			return proto.CloneOf(a.defaultFormat), nil
 		}
-		version = "2.2" // Lance 12's default
+		// No file tells: what lancefile writes by default (its zero
+		// Version), so that a creator who names no version and appends
+		// such files later is not refused. Name one (producer's
+		// StorageVersion; the CLI and the namespace do) to get another.
+		version = "2.1"
 	}
 	return &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: version}, nil
 }

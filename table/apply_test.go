@@ -545,14 +545,8 @@ func TestCreate(t *testing.T) {
 		t.Errorf("empty table: max %s next %d", rpOptU32(epb.MaxFragmentId), epb.GetNextRowId())
 	}
 	apWantFlags(t, epb, table.FlagStableRowIDs, table.FlagStableRowIDs)
-	if epb.GetDataFormat().GetVersion() != "2.2" {
-		t.Errorf("default data format %v, want 2.2 (Lance 12's)", epb.GetDataFormat())
-	}
-	// The fragments of these tests hold 2.1 files: a stable table of theirs.
-	empty, err = table.CreateWith(apOverwrite(0, &lancepb.Transaction_Overwrite{Schema: apSchema()}), table.CreateOptions{
-		StableRowIDs: true, DataFormat: &lancepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.1"}})
-	if err != nil {
-		t.Fatal(err)
+	if epb.GetDataFormat().GetVersion() != "2.1" {
+		t.Errorf("default data format %v", epb.GetDataFormat())
 	}
 	next, err := table.Apply(t.Context(), empty, apAppend(1, apFrag(0, 3)), nil)
 	if err != nil {
