@@ -60,9 +60,9 @@ func Create(ds string, fields []*lancepb.Field, frags ...*lancepb.DataFragment) 
 // "2.2", the one LanceDB 0.39 writes) of the dataset a creating
 // transaction (Create) makes: a table created without data files gets it,
 // and data files of another version make the creation rejected
-// INVALID_TRANSACTION. Without it the table takes its files' version (data.Store.WriteFragment
-// writes 2.2), else 2.1. Write the dataset's files with data.Store.WriteFragmentFor, which
-// follows the version. It records the version in the transaction's
+// INVALID_TRANSACTION. Without it the table takes its files' version
+// (data.Store.WriteFragment writes 2.2), else 2.1. Write the dataset's
+// files with data.Store.WriteFragmentFor, which follows the version. It records the version in the transaction's
 // dataset configuration (declog.ConfigProperty), keeping what else that
 // holds.
 func (t *Txn) StorageVersion(v string) *Txn {
