@@ -194,8 +194,8 @@ func reachProblems(g graph, pkg string, forbidden []string) []string {
 var (
 	lowerLayers = []string{"internal/", "table", "evaluator", "lancefile", "rejection", "proto/"}
 	upperLayers = []string{"cellguard/producer", "cellguard/events", "cellguard/committer", "cellguard/cmd/",
-		"cellguard/internal/bench", "cellguard/internal/demo"}
-	appLayers = []string{"internal/bench", "internal/demo"}
+		"cellguard/internal/bench", "cellguard/internal/demo", "cellguard/internal/nsbench"}
+	appLayers = []string{"internal/bench", "internal/demo", "internal/nsbench"}
 )
 
 func TestNoUpwardArrow(t *testing.T) {
