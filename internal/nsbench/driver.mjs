@@ -16,6 +16,17 @@
 // and versions only with check.
 const input = JSON.parse(await readStdin());
 const target = input.target;
+// Every LanceDB call is bounded: one without an answer by then fails the
+// run, naming the call, instead of leaving the driver waiting.
+const callTimeoutMs = input.callTimeoutMs ?? 120000;
+
+function bounded(what, p) {
+  let timer;
+  const t = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer in ${callTimeoutMs} ms`)), callTimeoutMs);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
 
 async function connect() {
   if (target.uri) return lancedb.connectNamespace("rest", { uri: target.uri, headers: target.headers ?? {} });
@@ -52,9 +63,9 @@ async function op(sc, tbl, h, i) {
 
 async function runScenario(sc) {
   const table = `${input.prefix}${sc.name}`;
-  await setup(sc, table);
+  await bounded(`${target.uri ? "namespace" : "local"} ${sc.name}: create`, setup(sc, table));
   const handles = [];
-  for (let h = 0; h < sc.handles; h++) handles.push(await (await connect()).openTable(table));
+  for (let h = 0; h < sc.handles; h++) handles.push(await bounded(`${sc.name}: open handle ${h}`, (async () => (await connect()).openTable(table))()));
   const latencies = [];
   const errors = [];
   let failed = 0;
@@ -63,7 +74,7 @@ async function runScenario(sc) {
     for (let i = 0; i < sc.ops; i++) {
       const s = performance.now();
       try {
-        await op(sc, tbl, h, i);
+        await bounded(`${target.uri ? "namespace" : "local"} ${sc.name}: handle ${h} call ${i}`, op(sc, tbl, h, i));
         latencies.push(performance.now() - s);
       } catch (e) {
         failed++;
@@ -73,11 +84,11 @@ async function runScenario(sc) {
   }));
   const ms = performance.now() - t0;
   const out = { name: sc.name, ms, ok: latencies.length, failed, errors, latencies };
-  const reader = await (await connect()).openTable(table);
-  out.count = await reader.countRows();
+  const reader = await bounded(`${sc.name}: open reader`, (async () => (await connect()).openTable(table))());
+  out.count = await bounded(`${sc.name}: countRows`, reader.countRows());
   if (input.check) {
-    out.rows = (await reader.query().toArray()).map((r) => ({ id: Number(r.id), x: Number(r.x) })).sort((a, b) => a.id - b.id);
-    out.versions = (await reader.listVersions()).map((v) => Number(v.version));
+    out.rows = (await bounded(`${sc.name}: read rows`, reader.query().toArray())).map((r) => ({ id: Number(r.id), x: Number(r.x) })).sort((a, b) => a.id - b.id);
+    out.versions = (await bounded(`${sc.name}: listVersions`, reader.listVersions())).map((v) => Number(v.version));
   }
   return out;
 }

