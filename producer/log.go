@@ -28,27 +28,9 @@ func (c *Client) decisionLog(ctx context.Context) (*declog.Log, error) {
 	return c.dl, nil
 }
 
-// lastRecord returns the last record on filter, or ok=false.
-func (c *Client) lastRecord(ctx context.Context, filter string) (declog.Record, bool, error) {
-	dl, err := c.decisionLog(ctx)
-	if err != nil {
-		return declog.Record{}, false, err
-	}
-	var r declog.Record
-	var ok bool
-	err = readRetry(ctx, func(ctx context.Context) error {
-		var err error
-		r, ok, err = dl.Last(ctx, filter)
-		return err
-	})
-	if err != nil {
-		return declog.Record{}, false, fmt.Errorf("producer: %w", err)
-	}
-	return r, ok, nil
-}
-
-// lastRecordAtLeader is lastRecord answered by the stream leader, for
-// reads that must include every record appended before them.
+// lastRecordAtLeader returns the last record on filter, or ok=false,
+// answered by the stream leader: for reads that must include every record
+// appended before them.
 func (c *Client) lastRecordAtLeader(ctx context.Context, filter string) (declog.Record, bool, error) {
 	dl, err := c.decisionLog(ctx)
 	if err != nil {
