@@ -255,6 +255,43 @@ func hasFile(files []*lancepb.DataFile, df *lancepb.DataFile) bool {
 	return slices.ContainsFunc(files, func(x *lancepb.DataFile) bool { return sameFile(x, df) })
 }
 
+// removedAndUpdated reads the fragments a Delete or an Update removes
+// and the post-images it installs the way Lance builds their manifest: a
+// removed fragment is gone whatever else names it (a rebased Update
+// names a fragment a concurrent delete emptied both as removed and as
+// updated), a repeated removed id is one removal, and of post-images
+// naming the same fragment the first counts. Every id must be a fragment
+// at head.
+func (a *applier) removedAndUpdated(removedIDs []uint64, updated []*lancepb.DataFragment, removedWhat string) ([]uint64, []*lancepb.DataFragment, error) {
+	removed := make([]uint64, 0, len(removedIDs))
+	gone := make(map[uint64]bool, len(removedIDs))
+	for _, id := range removedIDs {
+		if _, ok := a.head.Fragment(id); !ok {
+			return nil, nil, a.invalid("%s fragment %d does not exist", removedWhat, id)
+		}
+		if !gone[id] {
+			gone[id] = true
+			removed = append(removed, id)
+		}
+	}
+	updates := make([]*lancepb.DataFragment, 0, len(updated))
+	seen := make(map[uint64]bool, len(updated))
+	for i, p := range updated {
+		if p == nil {
+			return nil, nil, a.invalid("updated fragment %d is empty", i)
+		}
+		if _, ok := a.head.Fragment(p.GetId()); !ok {
+			return nil, nil, a.invalid("updated fragment %d does not exist", p.GetId())
+		}
+		if gone[p.GetId()] || seen[p.GetId()] {
+			continue
+		}
+		seen[p.GetId()] = true
+		updates = append(updates, p)
+	}
+	return removed, updates, nil
+}
+
 // uniqueIDs checks a list of fragment ids for repeats, adding them to seen.
 func (a *applier) uniqueIDs(seen map[uint64]bool, ids []uint64, what string) error {
 	for _, id := range ids {

@@ -83,21 +83,11 @@ func (a *applier) stampFresh(frags []*lancepb.DataFragment) error {
 // updated fragment is applied as a delta: the fragment at head with the
 // post-image's deletion file (see Apply).
 func (a *applier) applyDelete(op *lancepb.Transaction_Delete) error {
-	seen := map[uint64]bool{}
-	if err := a.uniqueIDs(seen, op.GetDeletedFragmentIds(), "deleted"); err != nil {
+	removed, updates, err := a.removedAndUpdated(op.GetDeletedFragmentIds(), op.GetUpdatedFragments(), "deleted")
+	if err != nil {
 		return err
 	}
-	updates := make([]*lancepb.DataFragment, 0, len(op.GetUpdatedFragments()))
-	for i, p := range op.GetUpdatedFragments() {
-		if p == nil {
-			return a.invalid("updated fragment %d is empty", i)
-		}
-		if err := a.uniqueIDs(seen, []uint64{p.GetId()}, "updated"); err != nil {
-			return err
-		}
-		updates = append(updates, p)
-	}
-	for _, id := range op.GetDeletedFragmentIds() {
+	for _, id := range removed {
 		if err := a.b.Remove(id); err != nil {
 			return err
 		}

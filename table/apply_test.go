@@ -434,8 +434,23 @@ func TestApplyDelete(t *testing.T) {
 		},
 		{name: "unknown deleted fragment", txn: apDelete(3, []uint64{9}), wantErr: table.ErrInvalidTransaction},
 		{name: "unknown updated fragment", txn: apDelete(3, nil, apWithDel(apFrag(9, 10), apDel(3, 1, 1))), wantErr: table.ErrInvalidTransaction},
-		{name: "fragment deleted twice", txn: apDelete(3, []uint64{1, 1}), wantErr: table.ErrInvalidTransaction},
-		{name: "fragment deleted and updated", txn: apDelete(3, []uint64{1}, apWithDel(apFrag(1, 10), apDel(3, 1, 1))), wantErr: table.ErrInvalidTransaction},
+		// As Lance builds the manifest: a repeated id is one removal, and
+		// a removed fragment stays removed whatever else names it.
+		{
+			name: "fragment deleted twice",
+			txn:  apDelete(3, []uint64{1, 1}),
+			check: func(t *testing.T, m *lancepb.Manifest) {
+				apWantIDs(t, m, 0, 2)
+			},
+		},
+		{
+			name: "fragment deleted and updated",
+			txn:  apDelete(3, []uint64{1}, apWithDel(apFrag(1, 10), apDel(3, 1, 1))),
+			check: func(t *testing.T, m *lancepb.Manifest) {
+				apWantIDs(t, m, 0, 2)
+				apWantFlags(t, m, 0, 0)
+			},
+		},
 		{name: "post-image with other row count", txn: apDelete(3, nil, apWithDel(apFrag(1, 11), apDel(3, 1, 1))), wantErr: table.ErrInvalidTransaction},
 		{name: "deletes more rows than exist", txn: apDelete(3, nil, apWithDel(apFrag(1, 10), apDel(3, 1, 11))), wantErr: table.ErrInvalidTransaction},
 	})
@@ -888,8 +903,30 @@ func TestApplyUpdateRewriteRows(t *testing.T) {
 		},
 		{name: "unknown removed fragment", txn: apUpdate(3, &lancepb.Transaction_Update{RemovedFragmentIds: []uint64{7}}), wantErr: table.ErrInvalidTransaction},
 		{name: "unknown updated fragment", txn: apUpdate(3, &lancepb.Transaction_Update{UpdatedFragments: []*lancepb.DataFragment{apFrag(7, 10)}}), wantErr: table.ErrInvalidTransaction},
-		{name: "removed and updated", txn: apUpdate(3, &lancepb.Transaction_Update{RemovedFragmentIds: []uint64{1}, UpdatedFragments: []*lancepb.DataFragment{apFrag(1, 10)}}), wantErr: table.ErrInvalidTransaction},
-		{name: "updated twice", txn: apUpdate(3, &lancepb.Transaction_Update{UpdatedFragments: []*lancepb.DataFragment{apFrag(1, 10), apFrag(1, 10)}}), wantErr: table.ErrInvalidTransaction},
+		// As Lance builds the manifest: a removed fragment stays removed
+		// (a rebased update names a fragment a concurrent delete emptied
+		// both ways), and of two post-images of one fragment the first
+		// counts.
+		{
+			name: "removed and updated",
+			txn: apUpdate(3, &lancepb.Transaction_Update{RemovedFragmentIds: []uint64{1},
+				UpdatedFragments: []*lancepb.DataFragment{apWithDel(apFrag(1, 10), apDel(3, 1, 3))}}),
+			check: func(t *testing.T, m *lancepb.Manifest) {
+				apWantIDs(t, m, 0, 2)
+				apWantFlags(t, m, 0, 0)
+			},
+		},
+		{
+			name: "updated twice",
+			txn: apUpdate(3, &lancepb.Transaction_Update{UpdatedFragments: []*lancepb.DataFragment{
+				apWithDel(apFrag(1, 10), apDel(3, 1, 2)), apWithDel(apFrag(1, 10), apDel(3, 2, 5))}}),
+			check: func(t *testing.T, m *lancepb.Manifest) {
+				apWantIDs(t, m, 0, 1, 2)
+				if got := apFragByID(m, 1).GetDeletionFile(); !proto.Equal(got, apDel(3, 1, 2)) {
+					t.Errorf("fragment 1's deletion file %v, want the first post-image's", got)
+				}
+			},
+		},
 		{name: "new fragment with a tombstone", txn: apUpdate(3, &lancepb.Transaction_Update{NewFragments: []*lancepb.DataFragment{apFrag(0, 1, apFile("x", -2, 1))}}), wantErr: table.ErrInvalidTransaction},
 		{name: "fields_modified out of range", txn: apUpdate(3, &lancepb.Transaction_Update{FieldsModified: []uint32{1 << 31}}), wantErr: table.ErrInvalidTransaction},
 		{name: "unknown update mode", txn: apUpdate(3, &lancepb.Transaction_Update{UpdateMode: 7}), wantErr: table.ErrInvalidTransaction},

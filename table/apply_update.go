@@ -27,17 +27,9 @@ func (a *applier) applyUpdate(op *lancepb.Transaction_Update) error {
 	if mode != lancepb.Transaction_REWRITE_ROWS && mode != lancepb.Transaction_REWRITE_COLUMNS {
 		return a.invalid("unknown update mode %d", mode)
 	}
-	seen := map[uint64]bool{}
-	if err := a.uniqueIDs(seen, op.GetRemovedFragmentIds(), "removed"); err != nil {
+	removed, updates, err := a.removedAndUpdated(op.GetRemovedFragmentIds(), op.GetUpdatedFragments(), "removed")
+	if err != nil {
 		return err
-	}
-	for i, p := range op.GetUpdatedFragments() {
-		if p == nil {
-			return a.invalid("updated fragment %d is empty", i)
-		}
-		if err := a.uniqueIDs(seen, []uint64{p.GetId()}, "updated"); err != nil {
-			return err
-		}
 	}
 	modified := make([]int32, 0, len(op.GetFieldsModified()))
 	for _, id := range op.GetFieldsModified() {
@@ -55,12 +47,12 @@ func (a *applier) applyUpdate(op *lancepb.Transaction_Update) error {
 		return err
 	}
 
-	for _, id := range op.GetRemovedFragmentIds() {
+	for _, id := range removed {
 		if err := a.b.Remove(id); err != nil {
 			return err
 		}
 	}
-	for _, p := range op.GetUpdatedFragments() {
+	for _, p := range updates {
 		h, _ := a.head.Fragment(p.GetId())
 		f, err := a.updatedFragment(h, p, mode, modified)
 		if err != nil {
