@@ -413,6 +413,9 @@ func (s *Server) stageAndAwait(ctx context.Context, t *tableState, ds string, st
 		}
 		wait = min(2*wait, feedMax)
 		timer.Reset(wait)
+		// Whether the committer has settled the staged message is read
+		// before the log: it appends a decision before it acks.
+		settled := s.stagedSettled(ctx, ack.Sequence)
 		for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), from, declog.ScanOptions{HeadersOnly: true, Partial: true}) {
 			if err != nil {
 				return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s staged, decision not seen yet (%v): retry to get it", id, err)
@@ -424,9 +427,67 @@ func (s *Server) stageAndAwait(ctx context.Context, t *tableState, ds string, st
 				}
 				return full, nil
 			}
+			if r.Outcome == cellguardpb.Outcome_OUTCOME_DELETED {
+				if e := s.checkDropped(ctx, ds, true); e != nil {
+					return declog.Record{}, e
+				}
+			}
 			from = r.Seq + 1
 		}
+		if settled {
+			return s.earlierDecision(ctx, ds, id, attemptID(id, a.version))
+		}
 	}
+}
+
+// stagedSettled reports whether the staged message at seq is gone from
+// the staging stream (a work queue: the committer removes a message by
+// acking it). False when that cannot be read.
+func (s *Server) stagedSettled(ctx context.Context, seq uint64) bool {
+	stream, err := s.txnStream(ctx)
+	if err != nil {
+		return false
+	}
+	_, err = stream.GetMsg(ctx, seq)
+	return errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// txnStream is the staging stream's handle, looked up once.
+func (s *Server) txnStream(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.staging != nil {
+		return s.staging, nil
+	}
+	stream, err := s.cfg.JetStream.Stream(ctx, s.sc.TxnStream())
+	if err != nil {
+		return nil, err
+	}
+	s.staging = stream
+	return stream, nil
+}
+
+// earlierDecision answers an attempt the committer settled with no
+// decision of its own: its transaction's uuid (or the attempt's identity)
+// was decided before the attempt was staged — an earlier attempt, at an
+// earlier read version than the one lookup searched from, was refused or
+// committed — so the committer acked it as decided. The whole log of the
+// table is searched, once, for that decision. Not found (a replica's
+// direct gets behind the log), the caller is asked to retry.
+func (s *Server) earlierDecision(ctx context.Context, ds, uuid, attempt string) (declog.Record, *Error) {
+	for r, err := range s.cfg.Log.Scan(ctx, s.sc.DecOf(ds), 1, declog.ScanOptions{HeadersOnly: true}) {
+		if err != nil {
+			return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s: look for its decision: %v: retry to get it", uuid, err)
+		}
+		if r.TxnID == uuid || r.TxnID == attempt {
+			full, err := s.cfg.Log.At(ctx, r.Seq)
+			if err != nil {
+				return declog.Record{}, internal(err)
+			}
+			return full, nil
+		}
+	}
+	return declog.Record{}, errorf(http.StatusServiceUnavailable, CodeServiceUnavailable, "transaction %s: its staged message was settled and its decision is not in the log read: retry to get it", uuid)
 }
 
 // headerValue makes s one header line of at most n bytes.

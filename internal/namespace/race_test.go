@@ -2,12 +2,14 @@ package namespace_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
@@ -275,4 +277,60 @@ func versionOf(body map[string]any) uint64 {
 	v, _ := body["version"].(map[string]any)
 	f, _ := v["version"].(float64)
 	return uint64(f)
+}
+
+// TestRefusedTransactionRetriedFromLaterVersion: a client's transaction is
+// refused (MANIFEST_MISMATCH, final, under its uuid); the client then
+// rebases the same transaction onto a later version and proposes it again,
+// as LanceDB does after any error. The later read version puts the refusal
+// before where the namespace looks for the uuid, and the committer acks
+// the new attempt undecided (the uuid is decided). The answer is the
+// refusal, at once, and the table's commit lock is free for the next
+// writer: no version/create waits on a decision that will never come.
+func TestRefusedTransactionRetriedFromLaterVersion(t *testing.T) {
+	lancedbtest.Each(t, func(t *testing.T, v lancedbtest.Version) {
+		e := newEnv(t, envOptions{})
+		out := runOps(t, v, e, "q", nil, map[string]any{"op": "create", "rows": []map[string]any{{"id": 1, "x": 10}}})
+		if out.Results[0].Version != 1 {
+			t.Fatalf("create: %+v", out.Results)
+		}
+		client, err := sdkAppend(t, e, "q", 1, 2, 20).Proto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req map[string]any
+		if err := json.Unmarshal([]byte(stageManifest(t, e, "q", client, 2)), &req); err != nil {
+			t.Fatal(err)
+		}
+		req = tamperManifest(t, req, func(f *table.ManifestFile) {
+			frags := f.Manifest.GetFragments()
+			frags[len(frags)-1].PhysicalRows++
+		})
+		tampered, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, body := call(t, "POST", e.url+"/v1/table/q/version/create", string(tampered), nil)
+		if status != 400 || !strings.Contains(fmt.Sprint(body["error"]), "MANIFEST_MISMATCH") {
+			t.Fatalf("the tampered proposal: %d %v, want 400 MANIFEST_MISMATCH", status, body)
+		}
+
+		if v, err := e.pc.Commit(t.Context(), sdkAppend(t, e, "q", 1, 3, 30)); err != nil || v != 2 {
+			t.Fatalf("a worker's commit: version %d, %v", v, err)
+		}
+		client.ReadVersion = 2
+		decided := e.decisions(t, "q")
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		status, body = callCtx(t, ctx, "POST", e.url+"/v1/table/q/version/create", stageManifest(t, e, "q", client, 3), nil)
+		if status != 400 || !strings.Contains(fmt.Sprint(body["error"]), "MANIFEST_MISMATCH") {
+			t.Fatalf("the same transaction rebased onto version 2: %d %v, want its refusal (400 MANIFEST_MISMATCH)", status, body)
+		}
+		if n := e.decisions(t, "q"); n != decided {
+			t.Errorf("the retry made %d decisions, want none", n-decided)
+		}
+		if v, err := e.pc.Commit(ctx, sdkAppend(t, e, "q", 2, 4, 40)); err != nil || v != 3 {
+			t.Fatalf("the next writer: version %d, %v", v, err)
+		}
+	})
 }

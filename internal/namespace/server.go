@@ -112,8 +112,9 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 
-	mu     sync.Mutex
-	tables map[string]*tableState
+	mu      sync.Mutex
+	tables  map[string]*tableState
+	staging jetstream.Stream // the staging stream, once looked up
 
 	// beforeStage, when set (tests only), runs after a version/create is
 	// checked and verified and before it is staged: the window in which
