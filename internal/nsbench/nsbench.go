@@ -87,6 +87,9 @@ type Options struct {
 	Dir string
 	// Logger receives progress and the pipeline's logs (default: none).
 	Logger *slog.Logger
+	// CallTimeout bounds each LanceDB call of the driver (0: 2 minutes);
+	// a call without an answer by then counts as failed.
+	CallTimeout time.Duration
 	// Progress, when set, is told each scenario's result as it ends.
 	Progress func(v lancedbtest.Version, s Scenario)
 }
@@ -112,6 +115,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MixedKeys <= 0 {
 		o.MixedKeys = 4
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 2 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -274,7 +280,7 @@ func runOne(ctx context.Context, v lancedbtest.Version, workRoot string, target 
 	}
 	defer os.RemoveAll(work)
 	in := map[string]any{
-		"target": target, "prefix": prefix, "check": opts.Check,
+		"target": target, "prefix": prefix, "check": opts.Check, "callTimeoutMs": opts.CallTimeout.Milliseconds(),
 		"scenarios": []map[string]any{{"name": strings.ReplaceAll(sc.Name, "-", "_"), "kind": sc.Kind, "handles": sc.Handles, "ops": sc.OpsPerHandle, "keys": opts.MixedKeys}},
 	}
 	stdout, err := v.Exec(ctx, work, lancedbtest.Prelude+driverJS, in)
