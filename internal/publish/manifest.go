@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/proto"
@@ -78,9 +79,22 @@ func ManifestFile(m *table.Manifest, txn *lancepb.Transaction, storageVersion st
 	pb.ReaderFeatureFlags, pb.WriterFeatureFlags = flags, flags
 	pb.WriterVersion = writerVersion
 	pb.Timestamp = timestamppb.New(now)
-	pb.TransactionFile = table.TransactionFileName(txn.GetReadVersion(), txn.GetUuid())
+	pb.TransactionFile = TransactionFile(txn)
 	return &table.ManifestFile{Manifest: pb, Transaction: txn, Indexes: m.IndexSection()}, nil
 }
+
+// TransactionFile is the name, under `_transactions/`, of the transaction
+// file a published version of txn names: Lance's `{read_version}-{uuid}.txn`
+// with a uuid of its own, derived from the transaction's, so that every
+// writer of the version names the same file and none names the file a
+// Lance client wrote before its call, which the client deletes when it
+// believes that call failed.
+func TransactionFile(txn *lancepb.Transaction) string {
+	return table.TransactionFileName(txn.GetReadVersion(), uuid.NewSHA1(txnFileSpace, []byte(txn.GetUuid())).String())
+}
+
+// txnFileSpace is the name space of TransactionFile's uuids.
+var txnFileSpace = uuid.MustParse("9b1f4c1e-6a53-4d8e-9f0c-2f6f3b0c7a41")
 
 // featureFlags returns the flags pb needs: the ones it already carries
 // (stable row ids, table config) and the ones its fragments call for.
