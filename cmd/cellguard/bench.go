@@ -176,12 +176,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *namespace {
-		return namespaceBench(ctx, ns, o.PlotPath, stdout, stderr)
-	}
 	var err error
 	if o.Sync, err = embedded.ParseSync(*syncFlag); err != nil {
 		return usageError{"bench: " + err.Error()}
+	}
+	if *namespace {
+		ns.Sync = o.Sync
+		return namespaceBench(ctx, ns, o.PlotPath, stdout, stderr)
 	}
 	if err := o.Check(); err != nil {
 		return usageError{err.Error()}

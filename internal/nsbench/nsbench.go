@@ -4,9 +4,10 @@
 // that the ratio of the two is what the machine's noise leaves alone.
 //
 // Run starts what `cellguard serve --lance-namespace` runs, in process:
-// an embedded JetStream server on loopback, the committer, the publisher
-// and the namespace on a loopback HTTP server, all in a temporary
-// directory. Then, for each LanceDB release (lancedbtest.Versions, from
+// an embedded JetStream server on loopback (syncing as Options.Sync says:
+// every write before it is acknowledged by default, as serve does), the
+// committer, the publisher and the namespace on a loopback HTTP server,
+// all in a temporary directory. Then, for each LanceDB release (lancedbtest.Versions, from
 // the machine's cache), it runs every scenario twice, once against a
 // local directory and once through the namespace:
 //
@@ -47,6 +48,7 @@ import (
 	"cellguard/committer"
 	"cellguard/internal/benchplot"
 	"cellguard/internal/declog"
+	"cellguard/internal/embedded"
 	"cellguard/internal/lancedbtest"
 	"cellguard/internal/namespace"
 	"cellguard/internal/natstest/loopback"
@@ -87,6 +89,9 @@ type Options struct {
 	Dir string
 	// Logger receives progress and the pipeline's logs (default: none).
 	Logger *slog.Logger
+	// Sync is the embedded server's file store policy (the zero value:
+	// embedded.Always, serve's default).
+	Sync embedded.SyncPolicy
 	// CallTimeout bounds each LanceDB call of the driver (0: 2 minutes);
 	// a call without an answer by then counts as failed.
 	CallTimeout time.Duration
@@ -116,6 +121,9 @@ func (o Options) withDefaults() Options {
 	if o.MixedKeys <= 0 {
 		o.MixedKeys = 4
 	}
+	if o.Sync == (embedded.SyncPolicy{}) {
+		o.Sync = embedded.Always()
+	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 2 * time.Minute
 	}
@@ -127,6 +135,7 @@ func (o Options) withDefaults() Options {
 
 // Report is a Run's result: one VersionReport per LanceDB release.
 type Report struct {
+	Sync     string // the embedded server's sync policy
 	Versions []VersionReport
 }
 
@@ -191,12 +200,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return Report{}, err
 		}
 	}
-	p, err := startPipeline(ctx, filepath.Join(dir, "serve"), opts.Logger)
+	p, err := startPipeline(ctx, filepath.Join(dir, "serve"), opts.Sync, opts.Logger)
 	if err != nil {
 		return Report{}, err
 	}
 	defer p.stop()
-	var rep Report
+	rep := Report{Sync: opts.Sync.String()}
 	for _, v := range opts.Versions {
 		vr := VersionReport{LanceDB: v.LanceDB, Lance: v.Lance}
 		for _, sc := range scenarios(opts) {
@@ -348,7 +357,7 @@ func (p *pipeline) run(ctx context.Context, fn func(context.Context) error) {
 
 // startPipeline starts the embedded JetStream server, the committer, the
 // publisher and the namespace under dir.
-func startPipeline(ctx context.Context, dir string, log *slog.Logger) (_ *pipeline, err error) {
+func startPipeline(ctx context.Context, dir string, policy embedded.SyncPolicy, log *slog.Logger) (_ *pipeline, err error) {
 	p := &pipeline{}
 	rctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -361,7 +370,9 @@ func startPipeline(ctx context.Context, dir string, log *slog.Logger) (_ *pipeli
 	if err := os.MkdirAll(lanceRoot, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := loopback.Start(loopback.Options(filepath.Join(dir, "jetstream")))
+	sopts := loopback.Options(filepath.Join(dir, "jetstream"))
+	policy.Apply(sopts)
+	srv, err := loopback.Start(sopts)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +446,7 @@ func waitReady(ctx context.Context, ready func() bool) error {
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	for _, v := range r.Versions {
-		fmt.Fprintf(&b, "LanceDB %s (Lance %s)\n", v.LanceDB, v.Lance)
+		fmt.Fprintf(&b, "LanceDB %s (Lance %s), JetStream sync %s\n", v.LanceDB, v.Lance, r.Sync)
 		fmt.Fprintf(&b, "  %-11s %7s %14s %16s %8s %21s %21s\n", "scenario", "calls", "local calls/s", "namespace /s", "ratio", "p50 local/namespace", "p99 local/namespace")
 		for _, s := range v.Scenarios {
 			fmt.Fprintf(&b, "  %-11s %7d %14.1f %16.1f %7.2fx %10s/%-10s %10s/%-10s", s.Name, s.Handles*s.OpsPerHandle,
