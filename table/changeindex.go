@@ -75,8 +75,13 @@ type freshFrag struct {
 // with its one change.
 const freshCost = historyCost + changeCost
 
-// idChunk is how many fragment ids a chunk of ChangeIndex.ids holds.
-const idChunk = 256
+// idChunk is how many fragment ids a chunk of ChangeIndex.ids holds at
+// most; the first chunks are smaller (firstIDChunk, doubling), so that a
+// dataset that changed a few fragments does not hold a full chunk.
+const (
+	idChunk      = 256
+	firstIDChunk = 8
+)
 
 // IndexLimits bound a ChangeIndex. A zero field takes its default.
 type IndexLimits struct {
@@ -226,7 +231,8 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 func (ix *ChangeIndex) addID(from int, id uint64) int {
 	if len(ix.ids) == cap(ix.ids) {
 		n := len(ix.ids) - from
-		chunk := make([]uint64, n, max(idChunk, 2*n))
+		size := min(max(2*cap(ix.ids), firstIDChunk), idChunk)
+		chunk := make([]uint64, n, max(size, 2*n))
 		copy(chunk, ix.ids[from:])
 		ix.ids, from = chunk, 0
 	}

@@ -4,23 +4,44 @@ package table
 // reads them: a quiet dataset's head. A resident head costs its Fragment
 // structs, their encodings in separate allocations and two tries (lookup
 // by id, scan order); packed, it costs the encodings back to back and a
-// few bytes per fragment. The first read decodes it, once, into
-// fragments equal to the packed ones in every respect: ids, rows,
-// deleted rows, parts, wire form and sequence keys
-// (TestPackedManifestRoundTrip).
+// few bytes per fragment, compressed with zstd (fastest level) when that
+// is smaller: a fragment's encoding repeats its neighbours' field lists,
+// versions and path layout, and a path's hex digits take half their
+// bytes. The first read decodes it, once, into fragments equal to the
+// packed ones in every respect: ids, rows, deleted rows, parts, wire
+// form and sequence keys (TestPackedManifestRoundTrip).
 
 import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
 )
+
+// packCodec is the zstd encoder and decoder every packed manifest
+// shares; both are safe for concurrent use. Made at the first Packed.
+var packCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		panic("table: zstd encoder: " + err.Error()) // fixed options: cannot happen
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		panic("table: zstd decoder: " + err.Error())
+	}
+	return enc, dec
+})
 
 // packedList is a fragment list in its packed form until first read.
 type packedList struct {
 	once    sync.Once
 	decoded atomic.Bool // list is built
 	n       int         // fragments
-	enc     []byte      // the packed form (appendPacked); the decoded fragments' encodings are in it
+	size    int         // bytes of the packed form
+	enc     []byte      // the packed form (appendPacked), zstd-compressed when zipped; nil once decoded
+	zipped  bool
+	held    int // cap(enc) before decoding
 	list    fragmentList
 }
 
@@ -52,9 +73,15 @@ func (m *Manifest) Packed() *Manifest {
 		prev = seq
 		return true
 	})
+	pl := &packedList{n: l.byID.Len(), size: len(b), enc: b}
+	enc, _ := packCodec()
+	if z := enc.EncodeAll(b, nil); len(z) < len(b) {
+		pl.enc, pl.zipped = append(make([]byte, 0, len(z)), z...), true // exactly its length: it stays
+	}
+	pl.held = cap(pl.enc)
 	p := *m
 	p.frags = fragmentList{}
-	p.packed = &packedList{n: l.byID.Len(), enc: b}
+	p.packed = pl
 	return &p
 }
 
@@ -102,11 +129,27 @@ func (m *Manifest) list() *fragmentList {
 	return &p.list
 }
 
+// PackedBytes returns the bytes m holds its fragments in while packed
+// (0 when it is not packed).
+func (m *Manifest) PackedBytes() int {
+	if !m.IsPacked() {
+		return 0
+	}
+	return m.packed.held
+}
+
 // decode builds the list from its packed form. The fragments are one
 // array and their encodings share the packed bytes: decoding allocates
 // little beyond the tries.
 func (p *packedList) decode() {
 	b := p.enc
+	if p.zipped {
+		_, dec := packCodec()
+		var err error
+		if b, err = dec.DecodeAll(p.enc, make([]byte, 0, p.size)); err != nil || len(b) != p.size {
+			panic("table: packed fragments do not decompress") // Packed compressed them: cannot happen
+		}
+	}
 	frags := make([]Fragment, p.n)
 	var l fragmentList
 	seq := uint64(0)
@@ -132,7 +175,7 @@ func (p *packedList) decode() {
 	if len(b) != 0 {
 		panic("table: packed fragments have bytes left over")
 	}
-	p.list = l
+	p.list, p.enc = l, nil
 	p.decoded.Store(true)
 }
 
