@@ -3,6 +3,7 @@ package table_test
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -247,5 +248,50 @@ func sameIndexAnswers(t *testing.T, a, b *table.ChangeIndex, ha, hb *indexHistor
 				t.Fatalf("v%d fragment %d: the view differs from the manifest", v, id)
 			}
 		}
+	}
+}
+
+// TestPackedBytes bounds what a packed head holds, for heads of 256
+// one-file fragments as LanceDB names them (a uuid per data file) and as
+// the bench does (one uuid per table, a number per file): compressed,
+// well under the fragments' own encodings, which is what an unpacked
+// head holds besides its Fragment structs and tries.
+func TestPackedBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name string
+		path func(i int) string
+		max  float64 // PackedBytes / the encodings' bytes
+	}{
+		{"uuid-per-file", func(int) string {
+			return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x.lance", rng.Uint32(), rng.IntN(1<<16), rng.IntN(1<<12), rng.IntN(1<<12), rng.Uint64N(1<<48))
+		}, 0.5},
+		{"uuid-per-table", func(i int) string { return fmt.Sprintf("data/3f2b8c1e-5d4a-4b9e-9c7d-0a1b2c3d4e5f-%d.lance", i) }, 0.15},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pb := &lancepb.Manifest{Fields: []*lancepb.Field{{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64"}, {Id: 1, Name: "x", ParentId: -1, LogicalType: "double"}}}
+			for i := range 256 {
+				pb.Fragments = append(pb.Fragments, &lancepb.DataFragment{Id: uint64(i), PhysicalRows: 1000, Files: []*lancepb.DataFile{{
+					Path: c.path(i), Fields: []int32{0, 1}, ColumnIndices: []int32{0, 1}, FileMajorVersion: 2, FileMinorVersion: 1, FileSizeBytes: uint64(100000 + 37*i),
+				}}})
+			}
+			m, err := table.FromProto(pb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc := 0
+			for f := range m.Fragments() {
+				enc += f.EncodedSize()
+			}
+			p := m.Packed()
+			if r := float64(p.PackedBytes()) / float64(enc); r > c.max {
+				t.Errorf("packed head holds %d bytes, %.2f of its fragments' %d; want at most %.2f", p.PackedBytes(), r, enc, c.max)
+			} else {
+				t.Logf("packed head holds %d bytes, %.2f of its fragments' %d", p.PackedBytes(), r, enc)
+			}
+			if m.PackedBytes() != 0 {
+				t.Errorf("an unpacked manifest reports %d packed bytes", m.PackedBytes())
+			}
+		})
 	}
 }
