@@ -28,8 +28,8 @@ import (
 //
 // A ConflictIndex is not safe for concurrent use. It has no I/O.
 type ConflictIndex struct {
-	first  uint64      // version of steps[0]
-	steps  []touchStep // one per version from first, ascending
+	first uint64      // version of steps[0]
+	steps []touchStep // one per version from first, ascending
 	// byKind holds, per operation seen, the versions of that kind: a
 	// list of the few kinds a table sees rather than one slot per kind.
 	byKind []kindVersions
