@@ -26,7 +26,7 @@ var packCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 	if err != nil {
 		panic("table: zstd encoder: " + err.Error()) // fixed options: cannot happen
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderLowmem(true)) // one per core: deciders decode
 	if err != nil {
 		panic("table: zstd decoder: " + err.Error())
 	}
@@ -46,8 +46,9 @@ type packedList struct {
 }
 
 // Packed returns a manifest equal to m whose fragments are held packed
-// until one is read: decoding costs about what FromProto of the same
-// manifest does, once. It returns m itself when m is packed already or
+// until one is read, which decodes them, once: a pass that builds the
+// fragment map and scan order as FromProto does, without encoding a
+// message (BenchmarkPackedHead). It returns m itself when m is packed already or
 // has a fragment kept decoded (one whose message cannot be encoded).
 // m is not changed, and the two share everything but their fragments.
 func (m *Manifest) Packed() *Manifest {
