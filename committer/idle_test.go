@@ -66,3 +66,50 @@ func TestIdleDatasetEvictedAndReloaded(t *testing.T) {
 		t.Errorf("transaction %s decided %d times after reload, want 1", again, seen)
 	}
 }
+
+// TestQuietDatasetPackedThenDecided: a sweep after quietAfter packs a
+// dataset's head and drops its window's manifests without evicting it;
+// the next transactions, one protecting a fragment with a
+// precondition, are decided on the decoded head as usual.
+func TestQuietDatasetPackedThenDecided(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := retentionConfig()
+	cfg.IdleEvict = time.Hour
+	r := start(t, srv.URL(), cfg)
+	ds := "hush"
+	create := newUUID()
+	stage(t, js, ds, create, mustMarshal(t, createTxn(create)))
+	stageAppends(t, js, ds, 1, 5)
+	waitVersion(t, js, ds, 6)
+	head := func() (packed bool, window int, ok bool) {
+		for _, w := range r.c.workerList() {
+			if w.ds != ds {
+				continue
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.st == nil || w.st.Head == nil {
+				return false, 0, false
+			}
+			return w.st.Head.IsPacked(), w.st.WindowManifests(), true
+		}
+		return false, 0, false
+	}
+	r.c.sweepDatasets(time.Now().Add(quietAfter(cfg.IdleEvict) + time.Second))
+	packed, window, ok := head()
+	if !ok || !packed || window != 0 {
+		t.Fatalf("after a quiet sweep: state kept %t, head packed %t, %d window manifests; want kept, packed, none", ok, packed, window)
+	}
+	id := newUUID()
+	stage(t, js, ds, id, mustMarshal(t, withPre(appendTxn(id, 6), cellsUnchanged([]int32{1}, wholeFragment(0)))))
+	stageAppends(t, js, ds, 7, 1)
+	waitVersion(t, js, ds, 8)
+	if packed, _, ok := head(); !ok || packed {
+		t.Fatalf("after two more versions: state kept %t, head packed %t; want a decoded head", ok, packed)
+	}
+	l := readLog(t, js, ds)
+	if got := l[len(l)-2].rec; got.TxnUuid != id || got.Version != 7 {
+		t.Fatalf("the protected append: %v, want version 7", got)
+	}
+}

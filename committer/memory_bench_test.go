@@ -22,13 +22,15 @@ import (
 // appends (more than the window) and as many precondition-carrying
 // decisions, as a long-running committer holds them, under the default
 // cache budget shared by all of them. It reports the Go
-// heap in use and the process RSS after a GC, in MiB (b.N is ignored
-// beyond 1: the state is built once).
+// heap in use and the process RSS after a GC, in MiB, and the heap per
+// dataset, active and once every state is quiet (state.Quiet, as the
+// sweep makes it after quietAfter). b.N is ignored beyond 1: the state
+// is built once.
 //
 //	go test ./committer/ -run XXX -bench ResidentDatasets -benchtime 1x
 func BenchmarkResidentDatasets(b *testing.B) {
-	for _, c := range []struct{ datasets, versions int }{{1000, 20}, {1000, 300}} {
-		b.Run(fmt.Sprintf("datasets=%d/versions=%d", c.datasets, c.versions), func(b *testing.B) {
+	for _, c := range []struct{ datasets, versions, fragments int }{{1000, 20, 1}, {1000, 300, 1}, {1000, 2, 256}} {
+		b.Run(fmt.Sprintf("datasets=%d/versions=%d/fragments=%d", c.datasets, c.versions, c.fragments), func(b *testing.B) {
 			cfg := Config{}.withDefaults()
 			lim := limits{
 				MaxTxnBytes: cfg.MaxTxnBytes, Window: cfg.Window, MaxLag: cfg.MaxReadLag,
@@ -38,7 +40,7 @@ func BenchmarkResidentDatasets(b *testing.B) {
 			before := heapInUse()
 			states := make([]*state, c.datasets)
 			for i := range states {
-				states[i] = residentState(b, fmt.Sprintf("ds%d", i), lim, c.versions)
+				states[i] = residentState(b, fmt.Sprintf("ds%d", i), lim, c.versions, c.fragments)
 			}
 			for _, st := range states { // what each worker does when asked
 				select {
@@ -56,12 +58,23 @@ func BenchmarkResidentDatasets(b *testing.B) {
 			if path := os.Getenv("CG_HEAP_PROFILE"); path != "" {
 				writeHeapProfile(b, path)
 			}
+			for _, st := range states { // what the sweep does once they are quiet
+				st.Quiet()
+			}
+			quiet := heapInUse() - before
+			b.ReportMetric(float64(quiet)/float64(c.datasets)/1024, "KiB/quiet-dataset")
+			if path := os.Getenv("CG_HEAP_PROFILE"); path != "" {
+				writeHeapProfile(b, path+".quiet")
+			}
 			runtime.KeepAlive(states)
 		})
 	}
 }
 
-func residentState(b *testing.B, ds string, lim limits, versions int) *state {
+// residentState builds a state whose table is created with fragments
+// fragments (each with its own data file, as the bench's tables are),
+// then takes versions appends.
+func residentState(b *testing.B, ds string, lim limits, versions, fragments int) *state {
 	st := newState(ds, lim, nil)
 	seq := uint64(0)
 	decide := func(txn *lancepb.Transaction) {
@@ -70,7 +83,14 @@ func residentState(b *testing.B, ds string, lim limits, versions int) *state {
 		v := st.Decide(b.Context(), staged{Seq: seq, Data: mustMarshal(b, txn)})
 		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
 	}
-	decide(createTxn(newUUID()))
+	create := createTxn(newUUID())
+	if fragments > 1 {
+		ow := create.GetOverwrite()
+		for i := len(ow.Fragments); i < fragments; i++ {
+			ow.Fragments = append(ow.Fragments, dataFragment(fmt.Sprintf("data/%s-%d.lance", newUUID(), i), 1000))
+		}
+	}
+	decide(create)
 	for range versions {
 		decide(withPre(appendTxn(newUUID(), st.HeadVersion()), cellsUnchanged([]int32{1}, wholeFragment(0))))
 	}

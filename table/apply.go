@@ -264,7 +264,7 @@ func (a *applier) init(head *Manifest, txn *lancepb.Transaction, op Op) error {
 	a.version = head.Version() + 1
 	if id, ok := head.MaxFragmentID(); ok {
 		a.nextID = uint64(id) + 1
-	} else if id, ok := head.frags.byID.Max(); ok {
+	} else if id, ok := head.list().byID.Max(); ok {
 		a.nextID = id + 1
 	}
 	if head.top.reader&FlagStableRowIDs != 0 {

@@ -34,7 +34,7 @@ func (m *Manifest) Edit() *Builder {
 }
 
 func (m *Manifest) edit() Builder {
-	return Builder{base: m.header, top: m.top, schema: m.schema, frags: m.frags, indices: m.indices, rules: m.rules}
+	return Builder{base: m.header, top: m.top, schema: m.schema, frags: *m.list(), indices: m.indices, rules: m.rules}
 }
 
 // Header returns the header of the manifest being built, for modification.

@@ -75,8 +75,13 @@ type freshFrag struct {
 // with its one change.
 const freshCost = historyCost + changeCost
 
-// idChunk is how many fragment ids a chunk of ChangeIndex.ids holds.
-const idChunk = 256
+// idChunk is how many fragment ids a chunk of ChangeIndex.ids holds at
+// most; the first chunks are smaller (firstIDChunk, doubling), so that a
+// dataset that changed a few fragments does not hold a full chunk.
+const (
+	idChunk      = 256
+	firstIDChunk = 8
+)
 
 // IndexLimits bound a ChangeIndex. A zero field takes its default.
 type IndexLimits struct {
@@ -196,7 +201,7 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 	}
 	st := indexStep{version: next.Version(), txn: txnUUID}
 	from := len(ix.ids)
-	diffMaps(ix.head.frags.byID, next.frags.byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
+	diffMaps(ix.head.list().byID, next.list().byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
 		ix.record(id, x.frag, y.frag, st.version)
 		from = ix.addID(from, id)
 	})
@@ -226,7 +231,8 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 func (ix *ChangeIndex) addID(from int, id uint64) int {
 	if len(ix.ids) == cap(ix.ids) {
 		n := len(ix.ids) - from
-		chunk := make([]uint64, n, max(idChunk, 2*n))
+		size := min(max(2*cap(ix.ids), firstIDChunk), idChunk)
+		chunk := make([]uint64, n, max(size, 2*n))
 		copy(chunk, ix.ids[from:])
 		ix.ids, from = chunk, 0
 	}
@@ -269,6 +275,7 @@ func (ix *ChangeIndex) record(id uint64, before, after *Fragment, v uint64) {
 		}
 		ix.frags[id] = h
 	}
+	h.pin(before)
 	c := fragChange{version: v, frag: after, cost: changeCost + fragBytes(h.latest())}
 	h.changes = append(h.changes, c)
 	ix.bytes += c.cost
@@ -331,6 +338,53 @@ func (ix *ChangeIndex) unfresh(id, v uint64) bool {
 	}
 	ix.bytes -= freshCost
 	return true
+}
+
+// atHead stands, in a history, for the fragment the head holds under
+// the history's id (ReplaceHead). It is resolved by View.Fragment and
+// replaced by that fragment (pin) before the head changes it.
+var atHead = new(Fragment)
+
+// pin replaces atHead in h with f, the head's fragment about to change.
+func (h *fragHistory) pin(f *Fragment) {
+	if h.base == atHead {
+		h.base = f
+	}
+	for i := range h.changes {
+		if h.changes[i].frag == atHead {
+			h.changes[i].frag = f
+		}
+	}
+}
+
+// ReplaceHead makes m the index's head in place of a manifest of the same
+// version with the same content (m is Manifest.Packed of the head, or the
+// head itself), so that the index no longer keeps the old head's
+// fragments alive: a history entry that is the head's fragment stands
+// for whatever fragment m holds under that id. The index answers
+// exactly as before. m must equal the head; a manifest of another
+// version is refused with ErrIndexGap.
+func (ix *ChangeIndex) ReplaceHead(m *Manifest) error {
+	old := ix.head
+	if old == nil || m == nil || m.Version() != old.Version() {
+		return fmt.Errorf("%w: replacing the head with another version", ErrIndexGap)
+	}
+	for id, h := range ix.frags {
+		cur, ok := old.Fragment(id)
+		if !ok {
+			continue
+		}
+		if h.base != nil && SameFragment(h.base, cur) {
+			h.base = atHead
+		}
+		for i := range h.changes {
+			if f := h.changes[i].frag; f != nil && SameFragment(f, cur) {
+				h.changes[i].frag = atHead
+			}
+		}
+	}
+	ix.head = m
+	return nil
 }
 
 func (h *fragHistory) latest() *Fragment {
@@ -548,6 +602,9 @@ func (w View) Fragment(id uint64) (*Fragment, bool) {
 		return w.ix.head.Fragment(id)
 	}
 	f := h.at(w.v)
+	if f == atHead {
+		return w.ix.head.Fragment(id)
+	}
 	return f, f != nil
 }
 

@@ -28,14 +28,36 @@ import (
 //
 // A ConflictIndex is not safe for concurrent use. It has no I/O.
 type ConflictIndex struct {
-	first  uint64      // version of steps[0]
-	steps  []touchStep // one per version from first, ascending
-	byKind [opLimit][]uint64
-	// The arrays steps and byKind slide over (pushSlid): the oldest
-	// version leaves from the front, the newest comes in at the back.
+	first uint64      // version of steps[0]
+	steps []touchStep // one per version from first, ascending
+	// byKind holds, per operation seen, the versions of that kind: a
+	// list of the few kinds a table sees rather than one slot per kind.
+	byKind []kindVersions
+	// The arrays steps and each kind's versions slide over (pushSlid):
+	// the oldest version leaves from the front, the newest comes in at
+	// the back.
 	stepArr []touchStep
-	kindArr [opLimit][]uint64
 	byFrag  map[uint64][]uint64 // fragment → versions that touched it, ascending
+}
+
+// kindVersions is the versions of one kind of operation, ascending, and
+// the array they slide over.
+type kindVersions struct {
+	op  Op
+	vs  []uint64
+	arr []uint64
+}
+
+// kind returns op's versions, adding an empty entry for a kind not seen.
+// The pointer is valid until the next call.
+func (x *ConflictIndex) kind(op Op) *kindVersions {
+	for i := range x.byKind {
+		if x.byKind[i].op == op {
+			return &x.byKind[i]
+		}
+	}
+	x.byKind = append(x.byKind, kindVersions{op: op})
+	return &x.byKind[len(x.byKind)-1]
 }
 
 // touchStep is what one committed transaction touches.
@@ -71,7 +93,7 @@ func NewConflictIndex() *ConflictIndex {
 
 // Reset forgets every version.
 func (x *ConflictIndex) Reset() {
-	x.first, x.steps, x.byKind, x.byFrag = 0, nil, [opLimit][]uint64{}, map[uint64][]uint64{}
+	x.first, x.steps, x.byKind, x.byFrag = 0, nil, nil, map[uint64][]uint64{}
 }
 
 // Len returns the number of versions the index covers.
@@ -94,7 +116,8 @@ func (x *ConflictIndex) Add(version uint64, txn *lancepb.Transaction) int {
 	}
 	st := touchStep{op: op, frags: touchedBy(txn, op)}
 	x.steps = pushSlid(x.steps, &x.stepArr, st)
-	x.byKind[op] = pushSlid(x.byKind[op], &x.kindArr[op], version)
+	k := x.kind(op)
+	k.vs = pushSlid(k.vs, &k.arr, version)
 	for _, id := range st.frags {
 		x.byFrag[id] = append(x.byFrag[id], version)
 	}
@@ -127,7 +150,8 @@ func (x *ConflictIndex) Forget(v uint64) {
 
 func (x *ConflictIndex) dropOldest() {
 	st := x.steps[0]
-	x.byKind[st.op] = x.byKind[st.op][1:]
+	k := x.kind(st.op)
+	k.vs = k.vs[1:]
 	for _, id := range st.frags {
 		if vs := x.byFrag[id][1:]; len(vs) > 0 {
 			x.byFrag[id] = vs
@@ -146,8 +170,8 @@ func (x *ConflictIndex) dropOldest() {
 func (x *ConflictIndex) dropNewest() {
 	n := len(x.steps) - 1
 	st := x.steps[n]
-	k := x.byKind[st.op]
-	x.byKind[st.op] = k[:len(k)-1]
+	k := x.kind(st.op)
+	k.vs = k.vs[:len(k.vs)-1]
 	for _, id := range st.frags {
 		if vs := x.byFrag[id]; len(vs) > 1 {
 			x.byFrag[id] = vs[:len(vs)-1]
@@ -187,9 +211,9 @@ func (x *ConflictIndex) Candidates(ours *lancepb.Transaction, after, upTo uint64
 	always, frags := scopeOf(ours, op)
 	always |= unsupportedOps
 	start := len(dst)
-	for k := range opLimit {
-		if always.has(k) {
-			dst = appendRange(dst, x.byKind[k], after, upTo)
+	for _, k := range x.byKind { // any order: found is sorted below
+		if always.has(k.op) {
+			dst = appendRange(dst, k.vs, after, upTo)
 		}
 	}
 	for _, id := range frags {

@@ -18,7 +18,10 @@ type Manifest struct {
 	header *lancepb.Manifest // every field but fields and fragments, shared; never modified
 	top    topFields         // the top-level header fields of this version, over header's (header.go)
 	schema *Schema
-	frags  fragmentList
+	frags  fragmentList // read through list: empty while packed
+	// packed holds the fragments packed instead of frags (packed.go);
+	// nil for most manifests.
+	packed *packedList
 	// indices is the version's index section in Lance's order; shared
 	// between versions, never modified (apply_indices.go).
 	indices []*lancepb.IndexMetadata
@@ -40,6 +43,7 @@ type fragmentCounts struct {
 	deletions int // fragments with a deletion file
 	rowIDs    int // fragments with a row id sequence
 	overlays  int // fragments with overlay files
+	decoded   int // fragments kept decoded (Fragment.pb): a manifest with one is not packed
 }
 
 func countsOf(f *Fragment) fragmentCounts {
@@ -53,6 +57,9 @@ func countsOf(f *Fragment) fragmentCounts {
 	if f.has&hasOverlays != 0 {
 		c.overlays = 1
 	}
+	if f.pb != nil {
+		c.decoded = 1
+	}
 	return c
 }
 
@@ -61,6 +68,7 @@ func (c fragmentCounts) plus(d fragmentCounts, sign int) fragmentCounts {
 		deletions: c.deletions + sign*d.deletions,
 		rowIDs:    c.rowIDs + sign*d.rowIDs,
 		overlays:  c.overlays + sign*d.overlays,
+		decoded:   c.decoded + sign*d.decoded,
 	}
 }
 
@@ -99,7 +107,7 @@ func (m *Manifest) Proto() *lancepb.Manifest {
 	pb := proto.CloneOf(m.header)
 	m.top.writeTo(pb)
 	pb.Fields = m.schema.Fields()
-	pb.Fragments = make([]*lancepb.DataFragment, 0, m.frags.byID.Len())
+	pb.Fragments = make([]*lancepb.DataFragment, 0, m.NumFragments())
 	for f := range m.Fragments() {
 		pb.Fragments = append(pb.Fragments, f.Proto())
 	}
@@ -135,18 +143,24 @@ func (m *Manifest) MaxFragmentID() (uint32, bool) {
 
 // Fragment returns the fragment with the given id.
 func (m *Manifest) Fragment(id uint64) (*Fragment, bool) {
-	e, ok := m.frags.byID.Get(id)
+	e, ok := m.list().byID.Get(id)
 	return e.frag, ok
 }
 
 // NumFragments returns the number of fragments.
-func (m *Manifest) NumFragments() int { return m.frags.byID.Len() }
+func (m *Manifest) NumFragments() int {
+	if m.IsPacked() {
+		return m.packed.n
+	}
+	return m.list().byID.Len()
+}
 
 // Fragments yields the fragments in scan order.
 func (m *Manifest) Fragments() iter.Seq[*Fragment] {
 	return func(yield func(*Fragment) bool) {
-		m.frags.order.All(func(_ uint64, id uint64) bool {
-			e, _ := m.frags.byID.Get(id)
+		l := m.list()
+		l.order.All(func(_ uint64, id uint64) bool {
+			e, _ := l.byID.Get(id)
 			return yield(e.frag)
 		})
 	}

@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -64,4 +65,37 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkPackedHead measures a quiet head's round trip: packing a
+// manifest of 256 one-file fragments (Packed) and decoding it at its
+// next read, with the bytes the packed form holds.
+//
+//	go test ./table -run '^$' -bench PackedHead
+func BenchmarkPackedHead(b *testing.B) {
+	pb := &lancepb.Manifest{Fields: []*lancepb.Field{{Id: 0, Name: "id", ParentId: -1, LogicalType: "int64"}}}
+	for i := range 256 {
+		pb.Fragments = append(pb.Fragments, &lancepb.DataFragment{Id: uint64(i), PhysicalRows: 1000, Files: []*lancepb.DataFile{{
+			Path: fmt.Sprintf("%016x%016x.lance", uint64(i)*0x9e3779b97f4a7c15, uint64(i+1)*0xbf58476d1ce4e5b9), Fields: []int32{0}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: 1,
+		}}})
+	}
+	m, err := table.FromProto(pb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("pack", func(b *testing.B) {
+		var p *table.Manifest
+		for b.Loop() {
+			p = m.Packed()
+		}
+		b.ReportMetric(float64(p.PackedBytes()), "packed-B")
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			p := m.Packed()
+			b.StartTimer()
+			p.Fragment(0)
+		}
+	})
 }

@@ -100,3 +100,45 @@ func joinBudget(b Budget, ds string) BudgetShare {
 
 // Share returns the state's part of the budget, nil without one.
 func (s *State) Share() BudgetShare { return s.BudgetShare }
+
+// Quiet makes a dataset no message arrived for a while cost little: its
+// head manifest is held packed (table.Manifest.Packed) until the next
+// batch reads it, and the window's manifests, which share the head's
+// fragments, go, as the budget drops them first (ShrinkCaches). The
+// change index is kept, pointed at the packed head
+// (table.ChangeIndex.ReplaceHead), and so are the conflict index and the
+// window's transactions: what the state decides, and every byte of it,
+// is what it would have decided without (TestQuietStateDecidesAlike).
+// Like DropCaches it runs between batches, never with provisional
+// decisions. On a quiet state it does nothing.
+func (s *State) Quiet() {
+	if s.IsQuiet() {
+		return
+	}
+	h := s.HeadVersion()
+	for v := max(s.manifestsDroppedTo, s.windowFrom) + 1; v < h; v++ {
+		s.dropManifest(v)
+		s.manifestsDroppedTo = v
+	}
+	if s.Head != nil && s.Head.Packable() {
+		p := s.Head.Packed()
+		if s.ChangeIndex.Head() == nil || s.ChangeIndex.ReplaceHead(p) != nil {
+			s.ChangeIndex.Rebuild(p) // out of step with head: as syncIndex would
+		}
+		s.Head = p
+	}
+	s.decoder = nil // its reused memory; the next decode makes another
+	if s.BudgetShare != nil {
+		s.BudgetShare.Report(s.CacheCost())
+	}
+}
+
+// IsQuiet reports whether the state is as Quiet leaves it: no window
+// manifest, no decoder, and the head (if any) packed or not packable.
+func (s *State) IsQuiet() bool {
+	return s.recent.len() == 0 && s.decoder == nil && (s.Head == nil || !s.Head.Packable())
+}
+
+// WindowManifests returns how many manifests the window holds besides
+// the head.
+func (s *State) WindowManifests() int { return s.recent.len() }

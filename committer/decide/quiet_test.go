@@ -1,0 +1,116 @@
+package decide
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"cellguard/proto/cellguardpb"
+	"cellguard/proto/lancepb"
+)
+
+// TestQuietStateDecidesAlike decides one random stream of appends,
+// deletes and precondition-carrying appends, read up to 30 versions
+// behind head, in batches (some rolled back) in two states: one is made
+// quiet before about half of its batches, the other never. Every
+// decision record must be the same bytes, and so must the heads after
+// every batch; the quiet state's head must have been packed.
+func TestQuietStateDecidesAlike(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
+	type side struct {
+		st *State
+		h  *memHistory
+	}
+	newSide := func() side {
+		h := newMemHistory()
+		return side{NewState("quiet", lim, h), h}
+	}
+	active, quiet := newSide(), newSide()
+	seq := uint64(0)
+	packed := 0
+	batch := func(txns []*lancepb.Transaction, keep bool) {
+		t.Helper()
+		if rng.IntN(2) == 0 {
+			quiet.st.Quiet()
+			if !quiet.st.IsQuiet() {
+				t.Fatal("a state just made quiet is not quiet")
+			}
+			if quiet.st.Head != nil && quiet.st.Head.IsPacked() {
+				packed++
+			}
+		}
+		var got [2][][]byte
+		var gotRecs [2][]*cellguardpb.Decision
+		for i, s := range []side{active, quiet} {
+			m := s.st.Mark()
+			var recs []*cellguardpb.Decision
+			var seqs []uint64
+			for j, txn := range txns {
+				v := s.st.Decide(t.Context(), Staged{Seq: seq + uint64(j) + 1, Data: mustMarshal(t, txn)})
+				if v.Skip || v.Broken != nil {
+					t.Fatalf("decide %d: skip=%v broken=%v", seq+uint64(j)+1, v.Skip, v.Broken)
+				}
+				b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs, seqs, got[i] = append(recs, v.Rec), append(seqs, seq+uint64(j)+1), append(got[i], b)
+				gotRecs[i] = append(gotRecs[i], v.Rec)
+				if keep && v.Next != nil {
+					s.h.Manifests[v.Next.Version()], s.h.Txns[v.Next.Version()] = v.Next, mustCommitted(t, v)
+				}
+			}
+			if keep {
+				s.st.Commit(m, recs, seqs)
+			} else {
+				s.st.Rollback(m)
+			}
+		}
+		for j := range got[0] {
+			if !bytes.Equal(got[0][j], got[1][j]) {
+				t.Fatalf("decision %d differs once quiet:\nactive %v\nquiet  %v", seq+uint64(j)+1, gotRecs[0][j], gotRecs[1][j])
+			}
+		}
+		if a, b := headBytes(t, active.st), headBytes(t, quiet.st); !bytes.Equal(a, b) {
+			t.Fatalf("after decision %d the quiet state's head differs", seq+uint64(len(txns)))
+		}
+		if keep {
+			seq += uint64(len(txns))
+		}
+	}
+	batch([]*lancepb.Transaction{createTxn(newUUID())}, true)
+	for range 300 {
+		var txns []*lancepb.Transaction
+		for range 1 + rng.IntN(4) {
+			head := active.st.HeadVersion()
+			rv := head - uint64(rng.IntN(int(min(head, 30))))
+			switch rng.IntN(4) {
+			case 0:
+				txns = append(txns, deleteFragmentTxn(newUUID(), rv, uint64(rng.IntN(int(head)+1))))
+			case 1:
+				txns = append(txns, withPre(appendTxn(newUUID(), rv), cellsUnchanged([]int32{1}, wholeFragment(uint64(rng.IntN(int(head)+1))))))
+			default:
+				txns = append(txns, appendTxn(newUUID(), rv))
+			}
+		}
+		batch(txns, rng.IntN(6) != 0)
+	}
+	if packed < 100 {
+		t.Errorf("the quiet state's head was packed before %d batches, want most of ~150", packed)
+	}
+}
+
+func headBytes(t *testing.T, st *State) []byte {
+	t.Helper()
+	if st.Head == nil {
+		return nil
+	}
+	b, err := st.Head.AppendEncoding(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
