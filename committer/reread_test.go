@@ -2,6 +2,7 @@ package committer
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -141,4 +142,69 @@ func TestVersionGapAtTheLeaderStopsItsDataset(t *testing.T) {
 	}
 	rig.forge(t, m)
 	rig.check(t, false, id)
+}
+
+// TestVersionGapOnEveryReplicaStopsItsDataset: on a 3-node cluster, a
+// committed record whose version skips one, held by every replica, is
+// read again at the leader, then at the other replicas made leader in
+// turn (a stepdown each), and the dataset stops as untrusted: bounded,
+// with its staged message not acked.
+func TestVersionGapOnEveryReplicaStopsItsDataset(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	_, js := natstest.Connect(t, c.URLs())
+	cfg := testConfig()
+	cfg.Replicas = 3
+	ensureStreamsFor(t, js, cfg)
+	r := start(t, c.URLs(), cfg)
+	id := newUUID()
+	stage(t, js, "poison", id, mustMarshal(t, createTxn(id)))
+	waitDecided(t, js, "poison", 1, 30*time.Second)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var sc subject.Scheme
+	forged := newUUID()
+	m, err := declog.Message(sc, &cellguardpb.Decision{
+		Dataset: "poison", TxnUuid: forged, TxnSeq: 1, Outcome: cellguardpb.Outcome_OUTCOME_COMMITTED,
+		Version: 3, ReadVersion: 1, HeadVersion: 1, Transaction: mustMarshal(t, appendTxn(forged, 1)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	logs := &countingHandler{n: map[string]int{"dataset stopped": 0, "the stream leader's records": 0}}
+	cfg.Logger = slog.New(logs)
+	r = start(t, c.URLs(), cfg)
+	txnStream, err := js.Stream(t.Context(), sc.TxnStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(t.Context(), sc.Txn("poison"), mustMarshal(t, appendTxn(newUUID(), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	var st DatasetStatus
+	for st.State != DatasetStopped && time.Now().Before(deadline) {
+		for _, s := range r.c.DatasetStatuses() {
+			if s.Dataset == "poison" {
+				st = s
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.State != DatasetStopped || st.Reason != reasonUntrustedLog {
+		t.Fatalf("status %+v, want stopped (%s)", st, reasonUntrustedLog)
+	}
+	if n := logs.count("the stream leader's records"); n < 1 || n > 2 {
+		t.Errorf("%d stepdowns asked for, want 1 or 2 (one per other replica)", n)
+	}
+	if n := logs.count("dataset stopped"); n != 1 {
+		t.Errorf("%d 'dataset stopped' logs, want 1", n)
+	}
+	if _, err := txnStream.GetMsg(t.Context(), ack.Sequence); err != nil {
+		t.Errorf("the staged message %d is gone: %v", ack.Sequence, err)
+	}
 }

@@ -99,6 +99,9 @@ func (l *Log) leaderGet(ctx context.Context, req []byte, what string) (*jetstrea
 
 // getMsg reads record seq, confirming "not found" with the leader.
 func (l *Log) getMsg(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	if leaderOnly(ctx) {
+		return l.atLeader(ctx, seq)
+	}
 	m, err := l.dec.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) && l.dec.CachedInfo().Config.AllowDirect {
 		return l.atLeader(ctx, seq)
@@ -180,4 +183,21 @@ func (l *Log) leaderRange(ctx context.Context, filter string, from, to uint64, h
 		}
 	}
 	return next, false
+}
+
+// leaderKey marks a context whose reads of the log go to the stream
+// leader (AtLeader).
+type leaderKey struct{}
+
+// AtLeader returns ctx marked so that the bounded reads of the log made
+// with it (Scan without Live, Last, At, and what is built on them) are
+// answered by the stream leader only, never by another replica: for a
+// reader that found a replica's records disagreeing with each other.
+func AtLeader(ctx context.Context) context.Context {
+	return context.WithValue(ctx, leaderKey{}, true)
+}
+
+func leaderOnly(ctx context.Context) bool {
+	v, _ := ctx.Value(leaderKey{}).(bool)
+	return v
 }

@@ -121,6 +121,9 @@ func (l *Log) request(ctx context.Context) (context.Context, context.CancelFunc)
 // Last returns the last record on filter (a dataset's DecOf, or one of
 // its outcome subjects) with its body, or ok=false if there is none.
 func (l *Log) Last(ctx context.Context, filter string) (Record, bool, error) {
+	if leaderOnly(ctx) {
+		return l.LastAtLeader(ctx, filter)
+	}
 	rctx, cancel := l.request(ctx)
 	defer cancel()
 	m, err := l.dec.GetLastMsgForSubject(rctx, filter)
@@ -200,6 +203,7 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 	return func(yield func(Record, error) bool) {
 		from = max(from, 1)
 		to := opts.To
+		opts.AtLeader = opts.AtLeader || leaderOnly(ctx)
 		if to == 0 {
 			last, ok, err := l.lastSeq(ctx, filter)
 			if opts.AtLeader {
@@ -260,6 +264,9 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 
 // lastSeq returns the sequence of the last message on filter.
 func (l *Log) lastSeq(ctx context.Context, filter string) (uint64, bool, error) {
+	if leaderOnly(ctx) {
+		return l.leaderLastSeq(ctx, filter)
+	}
 	rctx, cancel := l.request(ctx)
 	defer cancel()
 	m, err := l.dec.GetLastMsgForSubject(rctx, filter)
