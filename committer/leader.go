@@ -48,6 +48,9 @@ func (w *worker) retryUntrusted(ctx context.Context, err error) (bool, time.Dura
 			"dataset", w.ds, "err", err)
 		return true, 0
 	}
+	if ctx.Err() != nil {
+		return true, 0 // stopping: the next owner loads the dataset again
+	}
 	if w.untrustedRetries++; w.untrustedRetries > maxUntrustedRetries {
 		return false, 0
 	}

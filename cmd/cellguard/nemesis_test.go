@@ -750,7 +750,7 @@ func TestNemesis(t *testing.T) {
 			switch {
 			case strings.Contains(line, "dataset stopped"):
 				t.Logf("committer %d refused: %s", i, line)
-			case strings.Contains(line, "at the stream leader"):
+			case strings.Contains(line, "at the stream leader"), strings.Contains(line, "another replica of the decision log to lead"):
 				rereads++
 				t.Logf("committer %d read again at the leader: %s", i, line)
 			}
