@@ -57,8 +57,11 @@ func (w *worker) retryUntrusted(ctx context.Context, err error) (bool, time.Dura
 	ictx, cancel := context.WithTimeout(ctx, logRequestTimeout)
 	info, ierr := c.dec.Info(ictx)
 	cancel()
-	if ierr != nil || info.Cluster == nil || info.Config.Replicas <= 1 {
-		return false, 0 // one replica (or no answer): its records are the log's
+	if ierr != nil {
+		return true, time.Second // counted: a few more tries, then the dataset stops
+	}
+	if info.Cluster == nil || info.Config.Replicas <= 1 {
+		return false, 0 // one replica: its records are the log's
 	}
 	if w.refusedAt == nil {
 		w.refusedAt = map[string]bool{}
