@@ -27,7 +27,7 @@ const stepdownSettle = 10 * time.Second
 
 // maxUntrustedRetries bounds the loads a dataset makes, after its log was
 // first refused, before it stops.
-const maxUntrustedRetries = 6
+const maxUntrustedRetries = 10
 
 // stepdowns serialises the committer's stepdowns of CG_DEC's leader.
 type stepdowns struct {
@@ -75,12 +75,21 @@ func (w *worker) retryUntrusted(ctx context.Context, err error) (bool, time.Dura
 	if wait := stepdownSettle - time.Since(c.stepdown.last); wait > 0 {
 		return true, wait // a leader was just moved: read at the new one once it settled
 	}
-	next := ""
+	next, waiting := "", false
 	for _, p := range info.Cluster.Replicas {
-		if p.Current && !p.Offline && !w.refusedAt[p.Name] {
+		switch {
+		case w.refusedAt[p.Name]:
+		case p.Current && !p.Offline:
 			next = p.Name
+		default:
+			waiting = true // not refused, but down or catching up now
+		}
+		if next != "" {
 			break
 		}
+	}
+	if next == "" && waiting {
+		return true, time.Second // counted: read again once a replica not refused yet can lead
 	}
 	if next == "" {
 		return false, 0 // every replica led and was refused: the log disagrees with itself
