@@ -219,12 +219,23 @@ func (c *Committer) replayFromIndex(ctx context.Context, st *state, adopted bool
 	// Another committer may append while this one loads (a standby
 	// loading beside the leader): records past the index pass's top are
 	// left for the catch-up that follows the index, not replayed here.
-	err := c.scanLog(ctx, c.sc.Dec(st.Dataset, subject.Committed), &from, false, func(r declog.Record) error {
+	committed := c.sc.Dec(st.Dataset, subject.Committed)
+	advance := func(r declog.Record) error {
 		if r.Version > top {
 			return errReplayDone
 		}
 		return st.Advance(ctx, r)
-	})
+	}
+	err := c.scanLog(ctx, committed, &from, false, advance)
+	if err == nil && st.HeadVersion() != top {
+		// The records read ended before the index's top: the replica
+		// that served them may have lost the last ones. The stream
+		// leader's records decide.
+		c.log.Warn("the decision log's replay ended before the index's top; reading again at the stream leader",
+			"dataset", st.Dataset, "version", st.HeadVersion(), "top", top)
+		c.metrics.leaderRereads.Inc()
+		err = c.scanLogFrom(ctx, committed, &from, declog.ScanOptions{AtLeader: true}, advance)
+	}
 	if errors.Is(err, errReplayDone) {
 		err = nil
 	}

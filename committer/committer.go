@@ -28,6 +28,10 @@ import (
 // dataset's consumer pins one of them, and the fenced append keeps any other
 // from writing.
 type Committer struct {
+	// stepdown paces the stepdowns of CG_DEC's leader asked for datasets
+	// whose log did not replay at the leader (leader.go).
+	stepdown stepdowns
+
 	cfg     Config
 	sc      subject.Scheme
 	log     *slog.Logger

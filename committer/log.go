@@ -55,6 +55,11 @@ func (c *Committer) useStreams(txn, dec jetstream.Stream, obj jetstream.ObjectSt
 		RequestTimeout: logRequestTimeout,
 		MidBatch:       func(ds string) error { return c.step(StepMidBatch, ds) },
 		FullAPI:        true, // the committer's role may: see declog's objects.go and pullBounded
+		Reread: func(filter string, from uint64) {
+			c.log.Warn("a replica's read of the decision log skipped records or disagreed with itself; read again at the stream leader",
+				"filter", filter, "from", from)
+			c.metrics.leaderRereads.Inc()
+		},
 	})
 }
 
@@ -72,12 +77,35 @@ func (c *Committer) openStreams(ctx context.Context) error {
 // scanLog calls fn for each record on filter (DecOf(ds) or the committed
 // subject) with sequence ≥ *from, up to the last record present when the
 // scan begins, advancing *from past each record fn accepted. A failed
-// read is retried from there, a few times; fn's errors are returned as
-// they are.
+// read is retried from there, a few times. A record fn refuses as
+// untrusted (it does not replay, its version does not follow, it is
+// malformed) may come from a replica that lost records (a damaged block
+// file: JetStream does not repair it): the scan is read again from *from
+// at the stream leader, and fn's error is returned only if it refuses
+// the leader's record too. fn's other errors are returned as they are.
 func (c *Committer) scanLog(ctx context.Context, filter string, from *uint64, headersOnly bool, fn func(declog.Record) error) error {
+	err := c.scanLogFrom(ctx, filter, from, declog.ScanOptions{HeadersOnly: headersOnly}, fn)
+	if err == nil || !suspectRecord(err) || ctx.Err() != nil {
+		return err
+	}
+	c.log.Warn("a record read from the decision log does not follow the ones before it; reading again at the stream leader",
+		"filter", filter, "from", *from, "err", err)
+	c.metrics.leaderRereads.Inc()
+	return c.scanLogFrom(ctx, filter, from, declog.ScanOptions{HeadersOnly: headersOnly, AtLeader: true}, fn)
+}
+
+// suspectRecord reports whether err is a record's content refused as
+// untrusted, which a replica that lost records would also cause.
+func suspectRecord(err error) bool {
+	return errors.Is(err, errReplay) || errors.Is(err, errUntrustedLog) || errors.Is(err, declog.ErrMalformedRecord)
+}
+
+// scanLogFrom is scanLog's read with opts, without the re-read at the
+// leader.
+func (c *Committer) scanLogFrom(ctx context.Context, filter string, from *uint64, opts declog.ScanOptions, fn func(declog.Record) error) error {
 	var fnErr error
 	return retry.Do(ctx, logAttempts, logRetry, func(ctx context.Context) error {
-		for r, err := range c.dl.Scan(ctx, filter, *from, declog.ScanOptions{HeadersOnly: headersOnly}) {
+		for r, err := range c.dl.Scan(ctx, filter, *from, opts) {
 			if err != nil {
 				return err
 			}

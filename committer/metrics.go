@@ -23,6 +23,7 @@ const (
 	metricEvictions   = "cellguard_committer_idle_evictions_total"
 	metricHistLoads   = "cellguard_committer_history_rebuilds_total"
 	metricHistReads   = "cellguard_committer_history_reads_total"
+	metricRereads     = "cellguard_committer_leader_rereads_total"
 	metricPartitions  = "cellguard_committer_partitions"
 	metricPartPending = "cellguard_committer_partition_pending_staged"
 )
@@ -49,6 +50,9 @@ type metrics struct {
 	// land a stale read: the work stale transactions cost.
 	historyLoads *prometheus.CounterVec // dataset
 	historyReads *prometheus.CounterVec // dataset
+	// leaderRereads counts log reads done again at the stream leader
+	// because a replica's records did not follow each other.
+	leaderRereads prometheus.Counter
 	// partitions is how many partitions this committer consumes;
 	// partitionPending the messages not yet delivered, per partition.
 	partitions       prometheus.Gauge
@@ -108,6 +112,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: metricHistReads, Help: "Committed transactions read back from the decision log (rebuilding old manifests, landing stale reads).",
 		}, []string{"dataset"}),
 	}
+	m.leaderRereads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricRereads, Help: "Decision log reads done again at the stream leader because the records a replica served did not follow each other (a replica that lost records).",
+	})
 	m.partitions = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: metricPartitions, Help: "Partitions of the staging stream this committer consumes.",
 	})
@@ -115,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: metricPartPending, Help: "Staged transactions not yet delivered to the committer, per partition it consumes.",
 	}, []string{"partition"})
 	for _, c := range []prometheus.Collector{m.partitions, m.partitionPending, m.decisions, m.latency, m.batch, m.appendTime, m.readLag, m.head,
-		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads} {
+		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads, m.leaderRereads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

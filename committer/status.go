@@ -99,7 +99,10 @@ func (w *worker) setStatus(s DatasetState, reason, detail string) {
 // and the batch's messages are handed back with a delay that grows with
 // consecutive failures (workerRestart), so a dataset that keeps failing
 // costs its partition almost nothing. When err says the decision log
-// cannot be trusted, the dataset stops instead: nothing is decided or
+// cannot be trusted, the dataset is loaded again with every read of the
+// log at the stream leader (a replica may have served records with a
+// hole), then at each other replica as leader (leader.go); when every
+// replica's records are refused, the dataset stops: nothing is decided or
 // acked for it until the committer restarts, and its messages come back
 // only every stoppedRedelivery. An injected crash is returned.
 func (w *worker) failed(ctx context.Context, err error, items []item) error {
@@ -108,6 +111,17 @@ func (w *worker) failed(ctx context.Context, err error, items []item) error {
 		return err
 	}
 	w.dropState()
+	if errors.Is(err, errUntrustedLog) {
+		// The records may have come from a replica that lost some (a
+		// damaged block file): the dataset is loaded again, at the
+		// stream leader (leader.go).
+		if again, wait := w.retryUntrusted(ctx, err); again {
+			w.retryAt = time.Now().Add(wait)
+			nakItems(items, wait)
+			w.setStatus(DatasetRetrying, reasonFailed, err.Error())
+			return nil
+		}
+	}
 	if errors.Is(err, errUntrustedLog) {
 		w.stopped = true
 		nakItems(items, stoppedRedelivery)

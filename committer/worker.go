@@ -44,6 +44,13 @@ type worker struct {
 	failures int
 	retryAt  time.Time
 	stopped  bool // the decision log cannot be trusted: see errUntrustedLog
+	// leaderReads: the log was found untrusted once; every read of it
+	// goes to the stream leader from then on (status.go, failed).
+	leaderReads bool
+	// untrustedRetries counts the loads after the leader's records were
+	// refused; refusedAt names the leaders they were refused at.
+	untrustedRetries int
+	refusedAt        map[string]bool
 	// status is what DatasetStatuses reports.
 	status atomic.Pointer[DatasetStatus]
 
@@ -104,6 +111,9 @@ func (w *worker) handle(ctx context.Context, items []item) error {
 		return nil
 	}
 	w.honorCacheRequest()
+	if w.leaderReads {
+		ctx = declog.AtLeader(ctx)
+	}
 	err := w.ensureLoaded(ctx)
 	if err == nil {
 		err = w.process(ctx, items)

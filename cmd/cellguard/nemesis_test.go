@@ -744,13 +744,19 @@ func TestNemesis(t *testing.T) {
 			t.Logf("%s's replica alone: %v (first: %s)", n.name, r, r.Problems[0])
 		}
 	}
+	rereads := 0
 	for i, c := range committers {
 		for _, line := range strings.Split(c.out.String(), "\n") {
-			if strings.Contains(line, "cannot be trusted") {
+			switch {
+			case strings.Contains(line, "dataset stopped"):
 				t.Logf("committer %d refused: %s", i, line)
+			case strings.Contains(line, "at the stream leader"), strings.Contains(line, "another replica of the decision log to lead"):
+				rereads++
+				t.Logf("committer %d read again at the leader: %s", i, line)
 			}
 		}
 	}
+	t.Logf("committers' reads done again at the stream leader: %d", rereads)
 	// A dataset stopped because its log did not replay is cellguard
 	// refusing to decide from a log that disagrees with what it decided:
 	// allowed after a damaged block (a replica that lost records serves
@@ -1023,7 +1029,7 @@ func waitPublished(t *testing.T, nc *nats.Conn, ds string) *lancepub.Verificatio
 }
 
 // refusals returns, per dataset, when a committer first stopped it
-// because its log did not replay ("cannot be trusted"), or the namespace
+// because its log did not replay ("dataset stopped"), or the namespace
 // first refused a table's commit because its log did not replay.
 func refusals(committers []*committerProc) map[string]time.Time {
 	out := map[string]time.Time{}
@@ -1038,7 +1044,7 @@ func refusals(committers []*committerProc) map[string]time.Time {
 		for _, line := range strings.Split(c.out.String(), "\n") {
 			var ds string
 			switch {
-			case strings.Contains(line, "cannot be trusted"):
+			case strings.Contains(line, "dataset stopped"):
 				ds = field(line, "dataset")
 			case strings.Contains(line, "namespace request refused") && strings.Contains(line, "has version"):
 				if p := strings.Split(field(line, "path"), "/"); len(p) > 3 {

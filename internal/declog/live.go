@@ -27,9 +27,16 @@ const (
 	liveRecheck = 200 * time.Millisecond
 )
 
-// scanLive is Scan with Live set.
-func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersOnly bool) iter.Seq2[Record, error] {
+// scanLive is Scan with Live set. A record that breaks the chain
+// (chain.go) ends the consumer's read: the records from there to the
+// stream leader's last one are read at the leader, and the scan goes on
+// with a new consumer after them. A record that still breaks the chain
+// where the last re-read began is handed out as it is.
+func (l *Log) scanLive(ctx context.Context, filter string, from uint64, opts ScanOptions) iter.Seq2[Record, error] {
+	headersOnly := opts.HeadersOnly
 	return func(yield func(Record, error) bool) {
+		ch := newChain(opts.After, from)
+		var rereadAt uint64 // where the last re-read at the leader began
 		for {
 			cons, err := l.ordered(ctx, filter, from, headersOnly)
 			if err != nil {
@@ -38,12 +45,19 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 			}
 			w := &stallWatch{l: l, filter: filter}
 			w.next.Store(from)
-			stop := false
+			stop, suspect := false, false
 			for d, err := range l.pullMessages(ctx, cons, 1000, headersOnly, false, w) {
 				if err != nil && (!errors.Is(err, ErrMalformedRecord) || d.Seq == 0) {
 					yield(Record{}, err)
 					stop = true
 					break
+				}
+				if d.Seq >= ch.next && ch.next != rereadAt && (err == nil && ch.breaks(d.Record) || err != nil) {
+					suspect = true
+					break
+				}
+				if err == nil {
+					ch.add(d.Record)
 				}
 				if !yield(d.Record, err) {
 					stop = true
@@ -52,7 +66,26 @@ func (l *Log) scanLive(ctx context.Context, filter string, from uint64, headersO
 				from = d.Seq + 1
 			}
 			l.dropConsumer(cons)
-			if stop || !w.stuck.Load() {
+			if stop {
+				return
+			}
+			if suspect {
+				rereadAt = ch.next
+				last, ok, err := l.leaderLastSeq(ctx, filter)
+				if err != nil {
+					yield(Record{}, err)
+					return
+				}
+				if ok {
+					l.reread(filter, ch.next)
+					if _, stopped := l.leaderRange(ctx, filter, ch.next, last, headersOnly, ch.pass(yield)); stopped {
+						return
+					}
+				}
+				from = ch.next
+				continue
+			}
+			if !w.stuck.Load() {
 				return
 			}
 			l.liveRestarts.Add(1)

@@ -62,6 +62,9 @@ type Options struct {
 	// consumer an ordered fetch replaces); without FullAPI, nats.go's
 	// object store and an ordered consumer's Messages read them.
 	FullAPI bool
+	// Reread, if set, is told of each scan that reads again at the stream
+	// leader (chain.go): the filter, and the sequence it reads from.
+	Reread func(filter string, from uint64)
 }
 
 // Log reads and writes the decision log and the checkpoints of one
@@ -82,6 +85,8 @@ type Log struct {
 	// noDirect: the stream answered no direct get to this user, so
 	// bounded scans read with consumers only (direct.go).
 	noDirect atomic.Bool
+	// rereads counts scans that read again at the stream leader.
+	rereads atomic.Int64
 }
 
 // New returns the Log over the stream dec; obj may be nil (the checkpoint
@@ -116,6 +121,9 @@ func (l *Log) request(ctx context.Context) (context.Context, context.CancelFunc)
 // Last returns the last record on filter (a dataset's DecOf, or one of
 // its outcome subjects) with its body, or ok=false if there is none.
 func (l *Log) Last(ctx context.Context, filter string) (Record, bool, error) {
+	if leaderOnly(ctx) {
+		return l.LastAtLeader(ctx, filter)
+	}
 	rctx, cancel := l.request(ctx)
 	defer cancel()
 	m, err := l.dec.GetLastMsgForSubject(rctx, filter)
@@ -168,25 +176,39 @@ type ScanOptions struct {
 	// caller that reads again anyway. Without direct gets it reads as
 	// usual.
 	Partial bool
+	// After is the version of the dataset's committed record before
+	// from, when the caller knows it (0: not known): the first committed
+	// record the scan hands out must be the version after it (chain.go).
+	After uint64
+	// AtLeader reads every record from the stream leader (STREAM.MSG.GET,
+	// a request per record) instead of any replica. A bounded scan only.
+	AtLeader bool
 }
 
 // Scan iterates over the records on filter with sequence ≥ from, in log
 // order: a live scan through an ordered consumer, a bounded one with
 // batched direct gets, going on with an ordered consumer where those
-// stop short (direct.go). The sequence ends after the last
-// record (ScanOptions.To), or with one error: a failed read, a malformed
-// record, or ctx's error when ctx ends (a live scan's normal end). A live
-// scan yields a malformed record's error (wrapping ErrMalformedRecord)
-// and goes on past it if the caller goes on ranging.
+// stop short (direct.go). A committed record that does not follow the
+// one before it, or a malformed record, read from a replica, makes the
+// scan read again at the stream leader from there (chain.go). The
+// sequence ends after the last record (ScanOptions.To), or with one
+// error: a failed read, a malformed record, or ctx's error when ctx ends
+// (a live scan's normal end). A live scan yields a malformed record's
+// error (wrapping ErrMalformedRecord) and goes on past it if the caller
+// goes on ranging.
 func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOptions) iter.Seq2[Record, error] {
 	if opts.Live {
-		return l.scanLive(ctx, filter, max(from, 1), opts.HeadersOnly)
+		return l.scanLive(ctx, filter, max(from, 1), opts)
 	}
 	return func(yield func(Record, error) bool) {
 		from = max(from, 1)
 		to := opts.To
-		if !opts.Live && to == 0 {
+		opts.AtLeader = opts.AtLeader || leaderOnly(ctx)
+		if to == 0 {
 			last, ok, err := l.lastSeq(ctx, filter)
+			if opts.AtLeader {
+				last, ok, err = l.leaderLastSeq(ctx, filter)
+			}
 			if err != nil {
 				yield(Record{}, err)
 				return
@@ -199,7 +221,20 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 		if to < from {
 			return
 		}
-		next, complete, stopped := l.directRange(ctx, filter, from, to, opts.HeadersOnly, yield)
+		ch := newChain(opts.After, from)
+		if opts.AtLeader {
+			l.leaderRange(ctx, filter, from, to, opts.HeadersOnly, ch.pass(yield))
+			return
+		}
+		suspect := false
+		guarded := ch.guard(yield, &suspect)
+		defer func() {
+			if suspect {
+				l.reread(filter, ch.next)
+				l.leaderRange(ctx, filter, ch.next, to, opts.HeadersOnly, ch.pass(yield))
+			}
+		}()
+		next, complete, stopped := l.directRange(ctx, filter, from, to, opts.HeadersOnly, guarded)
 		if complete || stopped || (opts.Partial && !l.noDirect.Load()) {
 			return
 		}
@@ -209,18 +244,18 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 			return
 		}
 		defer l.dropConsumer(cons)
-		for d, err := range l.pull(ctx, cons, 1000, opts.HeadersOnly, !opts.Live) {
+		for d, err := range l.pull(ctx, cons, 1000, opts.HeadersOnly, true) {
 			if err != nil {
-				yield(Record{}, err)
+				guarded(Record{}, err)
 				return
 			}
-			if !opts.Live && d.Seq > to {
+			if d.Seq > to {
 				return
 			}
-			if !yield(d.Record, nil) {
+			if !guarded(d.Record, nil) {
 				return
 			}
-			if !opts.Live && (d.Seq >= to || d.pending == 0) {
+			if d.Seq >= to || d.pending == 0 {
 				return
 			}
 		}
@@ -229,6 +264,9 @@ func (l *Log) Scan(ctx context.Context, filter string, from uint64, opts ScanOpt
 
 // lastSeq returns the sequence of the last message on filter.
 func (l *Log) lastSeq(ctx context.Context, filter string) (uint64, bool, error) {
+	if leaderOnly(ctx) {
+		return l.leaderLastSeq(ctx, filter)
+	}
 	rctx, cancel := l.request(ctx)
 	defer cancel()
 	m, err := l.dec.GetLastMsgForSubject(rctx, filter)

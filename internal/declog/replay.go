@@ -48,7 +48,7 @@ func (l *Log) Load(ctx context.Context, ds string, version uint64, older table.V
 		return nil, 0, fmt.Errorf("declog: %s@%d (head is %d): %w", ds, version, last.Version, ErrNoVersion)
 	}
 	var m *table.Manifest
-	start, seq := uint64(1), uint64(0)
+	start, seq, after := uint64(1), uint64(0), uint64(0)
 	cp, ok, err := l.Checkpoint(ctx, ds, version)
 	switch {
 	case errors.Is(err, ErrUntrustedCheckpoint):
@@ -56,12 +56,12 @@ func (l *Log) Load(ctx context.Context, ds string, version uint64, older table.V
 	case err != nil:
 		return nil, 0, err
 	case ok:
-		m, start, seq = cp.Manifest, cp.DecSeq+1, cp.DecSeq
+		m, start, seq, after = cp.Manifest, cp.DecSeq+1, cp.DecSeq, cp.Version
 	}
 	if m != nil && m.Version() == version {
 		return m, seq, nil
 	}
-	for r, err := range l.Scan(ctx, committed, start, ScanOptions{To: last.Seq}) {
+	for r, err := range l.Scan(ctx, committed, start, ScanOptions{To: last.Seq, After: after}) {
 		if err != nil {
 			return nil, 0, err
 		}
@@ -93,14 +93,14 @@ func (l *Log) VersionSeq(ctx context.Context, ds string, v uint64) (uint64, erro
 	if v == last.Version {
 		return last.Seq, nil
 	}
-	start := uint64(1)
+	start, after := uint64(1), uint64(0)
 	if cp, ok, err := l.Checkpoint(ctx, ds, v); err == nil && ok {
 		if cp.Version == v {
 			return cp.DecSeq, nil
 		}
-		start = cp.DecSeq + 1
+		start, after = cp.DecSeq+1, cp.Version
 	}
-	for r, err := range l.Scan(ctx, committed, start, ScanOptions{HeadersOnly: true, To: last.Seq}) {
+	for r, err := range l.Scan(ctx, committed, start, ScanOptions{HeadersOnly: true, To: last.Seq, After: after}) {
 		if err != nil {
 			return 0, err
 		}

@@ -609,7 +609,7 @@ func (s *Server) expected(ctx context.Context, t *tableState, ds string, h declo
 		if in.Read, from, err = s.manifestAt(ctx, t, ds, rv, h); err != nil {
 			return nil, err
 		}
-		for r, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), from+1, declog.ScanOptions{To: h.Seq}) {
+		for r, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), from+1, declog.ScanOptions{To: h.Seq, After: rv}) {
 			if err != nil {
 				return nil, err
 			}

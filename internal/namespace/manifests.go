@@ -80,7 +80,7 @@ func (s *Server) manifestAt(ctx context.Context, t *tableState, ds string, v uin
 	if n := len(r.vs); n > 0 && v > r.vs[n-1].m.Version() && v <= h.Version && h.Version-r.vs[n-1].m.Version() <= recentVersions {
 		newest := r.vs[n-1]
 		m := newest.m
-		for rec, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), newest.seq+1, declog.ScanOptions{To: h.Seq}) {
+		for rec, err := range l.Scan(ctx, s.sc.Dec(ds, subject.Committed), newest.seq+1, declog.ScanOptions{To: h.Seq, After: m.Version()}) {
 			if err != nil {
 				return nil, 0, err
 			}
