@@ -277,4 +277,3 @@ func histogramOf(t *testing.T, h prometheus.Histogram) *dto.Histogram {
 	}
 	return m.GetHistogram()
 }
-
