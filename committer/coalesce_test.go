@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"cellguard/internal/natstest"
+	"cellguard/internal/subject"
 )
 
 // groupConfig serves datasets with a decider each and an atomic batch
@@ -276,4 +278,37 @@ func histogramOf(t *testing.T, h prometheus.Histogram) *dto.Histogram {
 		t.Fatal(err)
 	}
 	return m.GetHistogram()
+}
+
+// TestFirstBatchReadsTheStagingStreamOnce: the first batch of a new
+// dataset checks the staging stream for undecided messages before it (a
+// gap), and asks for nothing after the batch's last message: one read.
+func TestFirstBatchReadsTheStagingStreamOnce(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	var sc subject.Scheme
+	var reads atomic.Int64
+	for _, subj := range []string{"$JS.API.DIRECT.GET." + sc.TxnStream(), "$JS.API.DIRECT.GET." + sc.TxnStream() + ".>", "$JS.API.STREAM.MSG.GET." + sc.TxnStream()} {
+		sub, err := nc.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, srv.URL(), cfg)
+	ids := createAll(t, js, []string{"fresh"})
+	checkLogWait(t, js, "fresh", ids["fresh"])
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reads.Load(); got != 1 {
+		t.Errorf("the first batch of a new dataset read the staging stream %d times; want 1", got)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -221,6 +221,9 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 					ds:     w.ds, stamp: m.Time,
 				})
 			}
+			if m.Sequence == top {
+				break // the batch's last message: nothing after it is asked for
+			}
 			next = m.Sequence + 1
 		}
 	}
