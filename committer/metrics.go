@@ -32,7 +32,7 @@ const (
 type metrics struct {
 	decisions *prometheus.CounterVec // dataset, outcome, reason
 	latency   prometheus.Histogram   // staged (server timestamp) → decision appended
-	batch     prometheus.Histogram   // decisions per atomic batch
+	batch     prometheus.Histogram   // decisions per dataset group appended
 	// appendTime is how long one group of decisions takes to reach the
 	// log, by mode (atomic: one atomic batch; chain: single fenced
 	// appends one after the other): a dataset's decision cycle.
@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs .. 13s
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: metricBatch, Help: "Decisions appended per atomic batch (group commit).",
+			Name: metricBatch, Help: "Decisions of one dataset appended together (its group; several datasets' groups may share one append: cellguard_committer_append_datasets).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
 		}),
 		appendTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
