@@ -113,16 +113,15 @@ func (q *coalescer) take() []*appendReq {
 	return batch
 }
 
-// round appends batch: one shared atomic batch, or each group alone when
-// there is one, or fewer records in all than an atomic batch is worth
-// (Committer.atomicMin).
+// round appends batch: one shared atomic batch when it holds several
+// groups, a group alone as its dataset's own append. A round of several
+// forms only while both rounds are in flight, that is while the log is
+// busy: then one atomic batch (on a single-replica file log, one synced
+// staging store) costs less than the groups' appends side by side, each
+// a request of its own (docs/design.md §5.6).
 func (q *coalescer) round(batch []*appendReq) {
 	c := q.c
-	recs := 0
-	for _, r := range batch {
-		recs += len(r.encs)
-	}
-	shared := len(batch) > 1 && recs >= c.atomicMin
+	shared := len(batch) > 1
 	if h := c.cfg.roundHook; h != nil {
 		dss := make([]string, len(batch))
 		for i, r := range batch {

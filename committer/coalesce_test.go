@@ -20,9 +20,9 @@ import (
 	"cellguard/internal/subject"
 )
 
-// groupConfig serves datasets with a decider each and an atomic batch
-// from two records on, so that the datasets' appends meet in the
-// coalescer.
+// groupConfig serves datasets with a decider each, so that the datasets'
+// appends meet in the coalescer, and a group of two or more as an atomic
+// batch.
 func groupConfig(datasets int) Config {
 	cfg := testConfig()
 	cfg.Deciders = datasets
@@ -235,10 +235,10 @@ func crashInSharedBatch(t *testing.T, at int64) {
 	sending := map[string]int64{} // dataset → the shared round that carries it
 	var sharedRounds atomic.Int64
 	cfg.roundHook = func(dss []string, shared bool) {
-		if !shared {
-			return
+		var k int64 // 0: appended alone
+		if shared {
+			k = sharedRounds.Add(1)
 		}
-		k := sharedRounds.Add(1)
 		mu.Lock()
 		for _, ds := range dss {
 			sending[ds] = k
@@ -253,7 +253,7 @@ func crashInSharedBatch(t *testing.T, at int64) {
 		mu.Lock()
 		k := sending[ds]
 		mu.Unlock()
-		if k >= at && fired.CompareAndSwap(false, true) {
+		if k >= at && k > 0 && fired.CompareAndSwap(false, true) {
 			return errors.New("boom")
 		}
 		return nil
