@@ -48,6 +48,8 @@ type Committer struct {
 	// atomicMin is the smallest group appended as one atomic batch:
 	// Config.AtomicBatchMin, or AtomicBatchMinFor the decision log (useStreams).
 	atomicMin int
+	// groups is the group commit across datasets (coalesce.go).
+	groups coalescer
 
 	ready    atomic.Bool
 	mu       sync.Mutex
@@ -104,6 +106,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		pinKick: make(chan struct{}, 1), parts: map[string]*partition{},
 	}
 	c.strays.c = c
+	c.groups.c = c
 	if err := cfg.Registerer.Register(newOwnerCollector(c)); err != nil {
 		return nil, fmt.Errorf("committer: register metrics: %w", err)
 	}
@@ -191,6 +194,7 @@ loop:
 	c.stopPartitions()
 	c.deciders.close()
 	c.wg.Wait()
+	c.groups.wait()
 	c.clearStopped()
 	_ = c.plane.Close()
 	return runErr

@@ -196,6 +196,10 @@ type Config struct {
 	// takeOverHook, when set (tests only), is called before each look
 	// the fast takeover takes at silent committers' consumers.
 	takeOverHook func()
+	// roundHook, when set (tests only), is called as a round of appends
+	// (coalesce.go) is about to be sent, with its datasets, and whether
+	// they share one atomic batch.
+	roundHook func(datasets []string, shared bool)
 }
 
 // Step names a point in the commit protocol, for crash injection.

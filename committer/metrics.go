@@ -26,25 +26,32 @@ const (
 	metricRereads     = "cellguard_committer_leader_rereads_total"
 	metricPartitions  = "cellguard_committer_partitions"
 	metricPartPending = "cellguard_committer_partition_pending_staged"
+	metricAppendDS    = "cellguard_committer_append_datasets"
+	metricSharedRef   = "cellguard_committer_shared_append_refusals_total"
 )
 
 type metrics struct {
 	decisions *prometheus.CounterVec // dataset, outcome, reason
 	latency   prometheus.Histogram   // staged (server timestamp) → decision appended
-	batch     prometheus.Histogram   // decisions per atomic batch
+	batch     prometheus.Histogram   // decisions per dataset group appended
 	// appendTime is how long one group of decisions takes to reach the
 	// log, by mode (atomic: one atomic batch; chain: single fenced
 	// appends one after the other): a dataset's decision cycle.
-	appendTime  *prometheus.HistogramVec // mode
-	readLag     prometheus.Histogram     // head - read_version at decision time
-	head        *prometheus.GaugeVec     // dataset
-	fencing     *prometheus.CounterVec   // dataset
-	appendErr   *prometheus.CounterVec   // dataset
-	checkpoints *prometheus.CounterVec   // dataset, result
-	datasets    prometheus.Gauge
-	resyncs     *prometheus.CounterVec // dataset
-	stopped     *prometheus.GaugeVec   // dataset, reason: 1 while stopped
-	evictions   *prometheus.CounterVec // dataset
+	appendTime *prometheus.HistogramVec // mode
+	// appendDatasets is how many datasets' groups one append carried;
+	// sharedRefused counts shared appends refused whole, whose groups
+	// were then appended each alone.
+	appendDatasets prometheus.Histogram
+	sharedRefused  prometheus.Counter
+	readLag        prometheus.Histogram   // head - read_version at decision time
+	head           *prometheus.GaugeVec   // dataset
+	fencing        *prometheus.CounterVec // dataset
+	appendErr      *prometheus.CounterVec // dataset
+	checkpoints    *prometheus.CounterVec // dataset, result
+	datasets       prometheus.Gauge
+	resyncs        *prometheus.CounterVec // dataset
+	stopped        *prometheus.GaugeVec   // dataset, reason: 1 while stopped
+	evictions      *prometheus.CounterVec // dataset
 	// historyLoads and historyReads count old manifests rebuilt from a
 	// checkpoint and the log, and the log records read to do it or to
 	// land a stale read: the work stale transactions cost.
@@ -70,11 +77,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs .. 13s
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: metricBatch, Help: "Decisions appended per atomic batch (group commit).",
+			Name: metricBatch, Help: "Decisions of one dataset appended together (its group; several datasets' groups may share one append: cellguard_committer_append_datasets).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
 		}),
 		appendTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: metricAppend, Help: "Time one group of decisions takes to append to the decision log, by mode: atomic (one atomic batch) or chain (single fenced appends, one after the other).",
+			Name: metricAppend, Help: "Time one append takes to reach the decision log, by mode: shared (one atomic batch of several datasets' groups), atomic (one dataset's group as one atomic batch) or chain (one dataset's group as single fenced appends, one after the other).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50µs .. 1.6s
 		}, []string{"mode"}),
 		readLag: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -115,6 +122,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.leaderRereads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: metricRereads, Help: "Decision log reads done again at the stream leader because the records a replica served did not follow each other (a replica that lost records).",
 	})
+	m.appendDatasets = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: metricAppendDS, Help: "Datasets whose groups of decisions one append to the decision log carried (group commit across datasets).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
+	})
+	m.sharedRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricSharedRef, Help: "Shared appends the server refused whole (a dataset's fence, a duplicate, no room), whose groups were then appended each alone.",
+	})
 	m.partitions = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: metricPartitions, Help: "Partitions of the staging stream this committer consumes.",
 	})
@@ -122,7 +136,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: metricPartPending, Help: "Staged transactions not yet delivered to the committer, per partition it consumes.",
 	}, []string{"partition"})
 	for _, c := range []prometheus.Collector{m.partitions, m.partitionPending, m.decisions, m.latency, m.batch, m.appendTime, m.readLag, m.head,
-		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads, m.leaderRereads} {
+		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads, m.leaderRereads, m.appendDatasets, m.sharedRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

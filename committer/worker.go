@@ -231,6 +231,9 @@ func (w *worker) fillGaps(ctx context.Context, items []item) ([]item, error) {
 					ds:     w.ds, stamp: m.Time,
 				})
 			}
+			if m.Sequence == top {
+				break // the batch's last message: nothing after it is asked for
+			}
 			next = m.Sequence + 1
 		}
 	}
@@ -360,24 +363,31 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 // milliseconds.
 const appendTimeout = 1500 * time.Millisecond
 
-// append appends recs fenced on expect. Batches of at least
-// Committer.atomicMin decisions go as one atomic batch; smaller ones as a chain
-// of single fenced appends, each guarded by the sequence the previous one
-// got. A chain that fails part way is rolled back as a whole; the
-// caller's catch-up reads back what did land.
-func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
-	c := w.c
+// append appends recs fenced on expect, in the committer's next round
+// of appends, shared with other datasets' groups (coalesce.go).
+func (w *worker) append(_ context.Context, expect uint64, recs []declog.Encoded) ([]uint64, error) {
+	return w.c.groups.append(w.ds, expect, recs)
+}
+
+// appendOwn appends the group recs of ds alone, fenced on expect. Groups
+// of at least Committer.atomicMin decisions go as one atomic batch;
+// smaller ones as a chain of single fenced appends, each guarded by the
+// sequence the previous one got. A chain that fails part way is rolled
+// back as a whole; the caller's catch-up reads back what did land.
+func (c *Committer) appendOwn(ds string, expect uint64, recs []declog.Encoded) ([]uint64, error) {
+	c.metrics.appendDatasets.Observe(1)
+	ctx := context.Background()
 	if len(recs) >= c.atomicMin {
 		defer c.metrics.appended("atomic", time.Now())
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		defer cancel()
-		return c.dl.AppendEncoded(actx, w.ds, expect, recs)
+		return c.dl.AppendEncoded(actx, ds, expect, recs)
 	}
 	defer c.metrics.appended("chain", time.Now())
 	seqs := make([]uint64, 0, len(recs))
 	for i := range recs {
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
-		s, err := c.dl.AppendEncoded(actx, w.ds, expect, recs[i:i+1])
+		s, err := c.dl.AppendEncoded(actx, ds, expect, recs[i:i+1])
 		cancel()
 		if err != nil {
 			return nil, err
@@ -385,7 +395,7 @@ func (w *worker) append(ctx context.Context, expect uint64, recs []declog.Encode
 		expect = s[0]
 		seqs = append(seqs, expect)
 		if i == len(recs)/2 && len(recs) > 1 {
-			if err := c.step(StepMidBatch, w.ds); err != nil {
+			if err := c.step(StepMidBatch, ds); err != nil {
 				return nil, err
 			}
 		}

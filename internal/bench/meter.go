@@ -10,10 +10,10 @@ import (
 )
 
 // runMeter measures what a run costs beyond its rate, from the end of its
-// set-up: the groups of decisions it appends to the decision log and the
-// time their appends took (the raw loop counts its own; a committer's
-// come from its batch-size and append-time histograms, one observation
-// per group appended), and the CPU time, heap allocation and garbage
+// set-up: the appends it makes to the decision log and the time they
+// took (the raw loop counts its own; a committer's come from its
+// append-time histogram, one observation per append, and its decisions
+// from its batch-size histogram), and the CPU time, heap allocation and garbage
 // collections of the whole process.
 type runMeter struct {
 	raw  appendCounts         // the raw loop's counts
@@ -43,8 +43,9 @@ func newRunMeter(raw bool) *runMeter {
 	return m
 }
 
-// The committer's histograms of decisions per group and of the time each
-// group's append took.
+// The committer's histograms of decisions per dataset's group and of the
+// time each append took (one per append, whatever the datasets it
+// carried: the count of appends).
 const (
 	batchSizeMetric  = "cellguard_committer_batch_size"
 	appendTimeMetric = "cellguard_committer_append_seconds"
@@ -79,9 +80,9 @@ func (m *runMeter) counts() metered {
 		for _, s := range mf.GetMetric() {
 			switch h := s.GetHistogram(); mf.GetName() {
 			case batchSizeMetric:
-				r.groups += int64(h.GetSampleCount())
 				r.decisions += int64(h.GetSampleSum())
 			case appendTimeMetric:
+				r.groups += int64(h.GetSampleCount())
 				r.appending += time.Duration(h.GetSampleSum() * float64(time.Second))
 			}
 		}

@@ -98,9 +98,10 @@ type benchRecord struct {
 	RSSBytes         uint64            `json:"rss_bytes"`
 	Replicas         int               `json:"replicas"`
 	VsRaw            float64           `json:"vs_raw"`
-	// Groups is the number of groups of decisions appended to the
-	// decision log in the measured part (an atomic batch, or a chain of
-	// single appends below 32 on R1): txns/groups is the group commit's reach.
+	// Groups is the number of appends to the decision log in the
+	// measured part (an atomic batch, possibly shared by several
+	// datasets, or one dataset's chain of single appends below 32 on R1):
+	// txns/groups is the group commit's reach.
 	Groups int64 `json:"groups"`
 	// CPUPerTxnUs is the CPU time the whole process (servers, committer
 	// or raw loop, producers) used in the measured part, per transaction,
