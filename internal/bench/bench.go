@@ -83,6 +83,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		o.DataDir = d
 	}
+	if stop := profileHeapEvery(os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE"), os.Getenv("CELLGUARD_BENCH_HEAP_PROFILE_EVERY"), stderr); stop != nil {
+		defer stop()
+	}
 	if o.TimelineDir != "" {
 		if err := os.MkdirAll(o.TimelineDir, 0o755); err != nil {
 			return err
@@ -304,6 +307,35 @@ func profileCPU(path string) (func(), error) {
 
 // writeHeapProfile writes the live heap to path and the goroutines (whose
 // stacks are memory too) to path.goroutines, for `go tool pprof`.
+// profileHeapEvery writes a heap profile to path.<seconds into the run>
+// every interval (a Go duration) while the bench runs, for what a run
+// holds before its end; nil when either is empty or the interval is not
+// a duration.
+func profileHeapEvery(path, interval string, stderr io.Writer) (stop func()) {
+	every, err := time.ParseDuration(interval)
+	if path == "" || err != nil || every <= 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				name := fmt.Sprintf("%s.%d", path, int(now.Sub(start).Seconds()))
+				if err := writeProfile("heap", name); err != nil {
+					fmt.Fprintf(stderr, "heap profile %s: %v\n", name, err)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 func writeHeapProfile(path string) error {
 	if err := writeProfile("heap", path); err != nil {
 		return err
