@@ -40,6 +40,8 @@ type bencher struct {
 	cacheBytes int
 	// partitions is the committers' Config.Partitions.
 	partitions int
+	// maxAckPending is the committers' Config.MaxAckPending.
+	maxAckPending int
 	// atomicMin is the committers' Config.AtomicBatchMin, and raw
 	// JetStream's rule alike (0: the default for the log).
 	atomicMin int
@@ -370,7 +372,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		defer cnc.Close()
 		c, err := committer.New(cnc, committer.Config{
 			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
-			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions, AtomicBatchMin: b.atomicMin,
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions, MaxAckPending: b.maxAckPending, AtomicBatchMin: b.atomicMin,
 			Registerer: meter.reg,
 		})
 		if err != nil {
