@@ -37,6 +37,10 @@ var pureExceptions = map[string]map[string]string{
 		// Either way every version holds the same entries: the results
 		// stay a function of the inputs, only the sharing differs.
 		"sync/atomic": "the tail buffer's claim",
+		// A packed manifest (table/packed.go) decodes its fragments the
+		// first time any goroutine reads them, once (sync.Once): every
+		// reader sees the same fragments, decoded from the same bytes.
+		"sync": "a packed manifest's one decode",
 	},
 	// Generated messages: protoimpl's lazily built descriptors (a
 	// sync.Once per file), the same for every run.
@@ -53,6 +57,10 @@ var pureExceptions = map[string]map[string]string{
 var pureModules = []string{
 	"github.com/RoaringBitmap/roaring/v2",
 	"google.golang.org/protobuf/",
+	// zstd compresses a quiet head's packed fragments in memory
+	// (table/packed.go): EncodeAll and DecodeAll, synchronous, on bytes
+	// no decision or output depends on but through their decoding.
+	"github.com/klauspost/compress/zstd",
 }
 
 // pureOwn are the project packages a pure package may import.
