@@ -59,6 +59,27 @@ func OpenLocation(ctx context.Context, urlstr string, create bool) (*Location, e
 // Close closes the bucket.
 func (l *Location) Close() error { return l.Bucket.Close() }
 
+// LocalNames returns the names of the entries of directory dir (a key
+// prefix such as "_versions/") of a local location, without a stat of
+// each, so that files renamed away while it reads do not fail it; ok is
+// false for a location that is not a local directory. A missing
+// directory has no names.
+func (l *Location) LocalNames(dir string) (names []string, ok bool, err error) {
+	if l.dir == "" {
+		return nil, false, nil
+	}
+	f, err := os.Open(filepath.Join(l.dir, filepath.FromSlash(dir)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	defer f.Close()
+	names, err = f.Readdirnames(-1)
+	return names, true, err
+}
+
 // bucketURL turns a location into a gocloud.dev/blob URL, and returns the
 // local directory for file locations.
 func bucketURL(s string, create bool) (string, string, error) {

@@ -139,10 +139,24 @@ func txnID(f *table.ManifestFile) string {
 // `_versions/`, in either naming scheme, ascending. Staging and detached
 // manifests and other files are ignored, as Lance ignores them.
 //
-// A local listing stats every entry, so a file that another writer renames
-// away in between (a temporary file of Lance's or ours) fails the listing
-// with NotFound; the listing is then taken again, a bounded number of times.
+// A local directory is read by name only, so files that other writers
+// create and rename away meanwhile (temporary files of Lance's or ours)
+// do not disturb it. Elsewhere a listing that fails with NotFound is taken
+// again, a bounded number of times.
 func Versions(ctx context.Context, loc *Location) ([]uint64, error) {
+	if names, ok, err := loc.LocalNames(versionsDir); ok {
+		if err != nil {
+			return nil, fmt.Errorf("%w: list %s in %s: %v", ErrLocation, versionsDir, loc.URL, err)
+		}
+		var vs []uint64
+		for _, n := range names {
+			if v, ok := table.ParseManifestFileName(versionsDir + n); ok {
+				vs = append(vs, v)
+			}
+		}
+		slices.Sort(vs)
+		return vs, nil
+	}
 	const attempts = 8
 	var err error
 	for range attempts {
