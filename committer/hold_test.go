@@ -332,3 +332,60 @@ func TestHeldPastLimitIsRedelivered(t *testing.T) {
 		t.Errorf("slow: %d decisions; want 1", len(l))
 	}
 }
+
+// BenchmarkBacklogDeliveries stages one creation for each of 1,000
+// datasets at once for a committer with one decider that takes 10 ms per
+// decision and AckWait 1 s: the backlog waits ~10 s in the queue. It
+// reports the deliveries the partition consumers made per staged message
+// (1 when nothing is redelivered) and the InProgress acks sent per
+// message, with the keeper off, at the default HoldLimit (8 s: the
+// messages queued longest outlive it) and with a HoldLimit longer than
+// the backlog. b.N is ignored beyond 1.
+//
+//	go test ./committer/ -run XXX -bench BacklogDeliveries -benchtime 1x
+func BenchmarkBacklogDeliveries(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		limit time.Duration
+	}{{"off", -1}, {"default", 0}, {"1m", time.Minute}} {
+		limit := c.limit
+		b.Run("hold-limit="+c.name, func(b *testing.B) {
+			const n = 1000
+			srv := runServer(b)
+			_, js := natstest.Connect(b, srv.URL())
+			cfg := testConfig()
+			cfg.AckWait, cfg.HoldLimit, cfg.Deciders = time.Second, limit, 1
+			cfg.hook = func(s Step, _ string) error {
+				if s == StepDecided {
+					time.Sleep(10 * time.Millisecond)
+				}
+				return nil
+			}
+			ensureStreamsFor(b, js, cfg)
+			r := start(b, srv.URL(), cfg)
+			datasets := dsNames("backlog", n)
+			for _, ds := range datasets {
+				id := newUUID()
+				stage(b, js, ds, id, mustMarshal(b, createTxn(id)))
+			}
+			for _, ds := range datasets {
+				waitDecided(b, js, ds, 1, 5*time.Minute)
+			}
+			var delivered uint64
+			for k := range cfg.Partitions {
+				cons, err := js.Consumer(context.Background(), r.c.sc.TxnStream(), r.c.sc.PartitionConsumer(cfg.Partitions, k))
+				if err != nil {
+					b.Fatal(err)
+				}
+				info, err := cons.Info(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				delivered += info.Delivered.Consumer
+			}
+			b.ReportMetric(float64(delivered)/n, "deliveries/msg")
+			b.ReportMetric(testutil.ToFloat64(r.c.metrics.inProgress)/n, "in_progress/msg")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
