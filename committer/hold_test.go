@@ -389,3 +389,22 @@ func BenchmarkBacklogDeliveries(b *testing.B) {
 		})
 	}
 }
+
+// TestEnqueueRedeliveryLeavesHoldSet queues a held message, then its
+// redelivery: the earlier delivery leaves the hold set, unsettled, and
+// the redelivery is the one held.
+func TestEnqueueRedeliveryLeavesHoldSet(t *testing.T) {
+	c := &Committer{}
+	w := &worker{c: c, queued: true} // queued: no decider to wake
+	now := time.Unix(1000, 0)
+	first := &settledMsg{name: "first"}
+	again := &settledMsg{name: "again"}
+	w.enqueue([]item{{staged: staged{Seq: 7}, msg: c.holds.hold(first, now)}})
+	w.enqueue([]item{{staged: staged{Seq: 7}, msg: c.holds.hold(again, now), redelivered: true}})
+	if got := fmt.Sprint(listed(&c.holds)); got != "[again]" || first.settled != "" {
+		t.Fatalf("held after a redelivery: %v, first settled %q; want [again], unsettled", got, first.settled)
+	}
+	if len(w.queue) != 1 || w.queue[0].msg.(*heldMsg).Msg != again {
+		t.Fatalf("queue after a redelivery: %+v; want the redelivery alone", w.queue)
+	}
+}
