@@ -63,6 +63,7 @@ type Committer struct {
 	beacons  *beacons      // nil when fast takeover is off
 	cpw      *checkpointWriter
 	deciders *deciders
+	holds    holds           // delivered messages held undecided (hold.go)
 	runCtx   context.Context // Run's, for the deciders
 
 	// Partitions (partition.go, assign.go). gens are the partition counts
@@ -106,6 +107,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 		pinKick: make(chan struct{}, 1), parts: map[string]*partition{},
 	}
 	c.strays.c = c
+	c.holds.onChange = func(n int) { m.held.Set(float64(n)) }
 	c.groups.c = c
 	if err := cfg.Registerer.Register(newOwnerCollector(c)); err != nil {
 		return nil, fmt.Errorf("committer: register metrics: %w", err)
@@ -145,6 +147,7 @@ func (c *Committer) Run(ctx context.Context) error {
 	defer c.cpw.close()
 	c.runCtx = runCtx
 	c.deciders = newDeciders(c, c.cfg.Deciders)
+	stopKeeper := c.startKeeper()
 	if c.cfg.TakeoverAfter > 0 {
 		c.beacons = newBeacons(c)
 		c.wg.Add(1)
@@ -193,6 +196,7 @@ loop:
 	stop()
 	c.stopPartitions()
 	c.deciders.close()
+	stopKeeper()
 	c.wg.Wait()
 	c.groups.wait()
 	c.clearStopped()

@@ -60,6 +60,12 @@ type Config struct {
 	MaxAckPending int
 	// AckWait is the consumer's AckWait (default 15 s).
 	AckWait time.Duration
+	// HoldLimit is how long the committer keeps a delivered message it
+	// holds undecided in progress at the server, so that AckWait does not
+	// run out while it waits for a decider (hold.go). Past it the message
+	// is redelivered after AckWait, so a stuck decider does not pin it
+	// forever. Default 8×AckWait; negative: never extended.
+	HoldLimit time.Duration
 	// MetricsDatasets bounds the datasets exported with their own dataset
 	// label (default 200; negative: no bound). The first MetricsDatasets
 	// datasets this committer serves get their own series; the counters of
@@ -277,6 +283,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 15 * time.Second
+	}
+	if c.HoldLimit == 0 {
+		c.HoldLimit = 8 * c.AckWait
 	}
 	if c.PinnedTTL == 0 {
 		c.PinnedTTL = 12 * time.Second

@@ -119,14 +119,16 @@ func (d *deciders) close() {
 // the dataset for a decider unless it is queued or being decided.
 //
 // A message already queued (the server redelivered it: it waited past
-// AckWait) replaces its earlier delivery instead of queueing a second
-// copy of its body.
+// AckWait, HoldLimit, or a pin change) replaces its earlier delivery
+// instead of queueing a second copy of its body; the earlier delivery
+// leaves the hold set.
 func (w *worker) enqueue(items []item) {
 	w.qmu.Lock()
 next:
 	for _, it := range items {
 		for i := range w.queue {
 			if w.queue[i].Seq == it.Seq && w.queue[i].msg != nil && it.msg != nil {
+				unhold(w.queue[i].msg) // the later delivery is the one held
 				w.queue[i] = it
 				continue next
 			}

@@ -28,6 +28,8 @@ const (
 	metricPartPending = "cellguard_committer_partition_pending_staged"
 	metricAppendDS    = "cellguard_committer_append_datasets"
 	metricSharedRef   = "cellguard_committer_shared_append_refusals_total"
+	metricHeld        = "cellguard_committer_held_messages"
+	metricInProgress  = "cellguard_committer_in_progress_total"
 )
 
 type metrics struct {
@@ -64,6 +66,11 @@ type metrics struct {
 	// partitionPending the messages not yet delivered, per partition.
 	partitions       prometheus.Gauge
 	partitionPending *prometheus.GaugeVec // partition
+	// held is how many delivered messages the committer holds undecided
+	// and keeps in progress; inProgress counts the InProgress acks sent
+	// for them (hold.go).
+	held       prometheus.Gauge
+	inProgress prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -135,7 +142,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.partitionPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricPartPending, Help: "Staged transactions not yet delivered to the committer, per partition it consumes.",
 	}, []string{"partition"})
-	for _, c := range []prometheus.Collector{m.partitions, m.partitionPending, m.decisions, m.latency, m.batch, m.appendTime, m.readLag, m.head,
+	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricHeld, Help: "Delivered staged messages this committer holds undecided (queued or being decided) and keeps in progress at the server, so that they are not redelivered.",
+	})
+	m.inProgress = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricInProgress, Help: "In-progress acknowledgements sent for held staged messages, each resetting the message's AckWait at the server.",
+	})
+	for _, c := range []prometheus.Collector{m.held, m.inProgress, m.partitions, m.partitionPending, m.decisions, m.latency, m.batch, m.appendTime, m.readLag, m.head,
 		m.fencing, m.appendErr, m.checkpoints, m.datasets, m.resyncs, m.stopped, m.evictions, m.historyLoads, m.historyReads, m.leaderRereads, m.appendDatasets, m.sharedRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -379,7 +379,7 @@ func (p *partition) handle(ctx context.Context, batch []jetstream.Msg) error {
 			staged:      staged{Seq: md.Sequence.Stream, Data: m.Data(), MsgID: m.Headers().Get(subject.HdrMsgID), Header: m.Headers()},
 			ds:          ds,
 			stamp:       md.Timestamp,
-			msg:         m,
+			msg:         c.holds.hold(m, time.Now()),
 			redelivered: md.NumDelivered > 1,
 			epoch:       p.epoch,
 		})
