@@ -39,6 +39,9 @@ type worker struct {
 	needGap bool
 	// active is when a message last arrived, for idle eviction.
 	active time.Time
+	// act is the worker's place in activity order while it has a state
+	// (activity.go); guarded by the committer's activity.mu.
+	act actNode
 	// failures counts consecutive failed batches; until retryAt, the
 	// dataset's messages are handed back to wait.
 	failures int
@@ -101,6 +104,9 @@ func (w *worker) handle(ctx context.Context, items []item) error {
 	defer w.mu.Unlock()
 	now := time.Now()
 	w.active = now
+	if w.st != nil {
+		w.c.act.touch(w, now)
+	}
 	w.c.owned.delivered(w.ds, now)
 	switch {
 	case w.stopped:
@@ -176,6 +182,7 @@ func (w *worker) load(ctx context.Context) error {
 	}
 	st.FitBudget()
 	w.st = st
+	c.act.touch(w, w.active)
 	w.cursor = st.LastTxnSeq
 	w.needGap = true
 	c.setGauge(c.metrics.head, w.ds, float64(st.HeadVersion()))
