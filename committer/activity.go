@@ -134,7 +134,9 @@ func (a *activity) order(l *actList) []string {
 // due dataset behind it; the bound keeps a walk from running the length
 // of a list of busy workers (there are at most Config.Deciders of them in
 // a batch, and a batch moves its worker to the front of hot as it
-// starts).
+// starts). A worker quieted a sweep late goes to the front of quiet,
+// ahead of workers a little newer than it: its eviction waits for
+// theirs, late by at most the sweeps it was busy for.
 const maxBusy = 8
 
 // nextDue takes the oldest worker of l last active before cutoff that is
