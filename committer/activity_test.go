@@ -295,3 +295,45 @@ func TestSweepHonorsAskedDatasetsOnly(t *testing.T) {
 		t.Error("a's request still waiting")
 	}
 }
+
+// BenchmarkSweep measures one sweep of a committer holding `datasets`
+// quiet datasets (loaded, quieted, not idle long enough to be evicted),
+// of which `due` got a message since the last sweep and are quieted
+// again by it; an op includes those messages' moves to the front of hot
+// (as handle makes them). Its cost is that of the due datasets, whatever
+// the number held (with 100,000, each due dataset's memory is further
+// from the processor's caches).
+//
+//	go test ./committer/ -run XXX -bench Sweep
+func BenchmarkSweep(b *testing.B) {
+	for _, n := range []int{1000, 100_000} {
+		c := sweepCommitter(b, 0)
+		q := quietAfter(c.cfg.IdleEvict)
+		t0 := time.Unix(1_000_000, 0)
+		ws := make([]*worker, n)
+		for i := range ws {
+			ws[i] = loadAt(b, c, fmt.Sprintf("ds%d", i), t0, 0)
+		}
+		now := t0.Add(q + time.Second)
+		c.sweepDatasets(now)
+		if hot, quiet := c.act.lens(); hot != 0 || quiet != n {
+			b.Fatalf("%d hot, %d quiet; want %d quiet", hot, quiet, n)
+		}
+		for _, due := range []int{0, 8} {
+			b.Run(fmt.Sprintf("datasets=%d/due=%d", n, due), func(b *testing.B) {
+				next := 0
+				for b.Loop() {
+					now = now.Add(time.Microsecond)
+					for range due {
+						activeAt(ws[next], now.Add(-q-time.Nanosecond))
+						next = (next + 1) % n
+					}
+					c.sweepDatasets(now)
+				}
+				if hot, quiet := c.act.lens(); hot != 0 || quiet != n {
+					b.Fatalf("%d hot, %d quiet; want %d quiet", hot, quiet, n)
+				}
+			})
+		}
+	}
+}
