@@ -106,27 +106,6 @@ func (a *activity) remove(w *worker) {
 	unlink(&w.act)
 }
 
-// lens returns how many workers are hot and quiet.
-func (a *activity) lens() (hot, quiet int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.hot.n, a.quiet.n
-}
-
-// order returns the datasets of l, front to back (tests).
-func (a *activity) order(l *actList) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	if l.root.next == nil {
-		return out
-	}
-	for n := l.root.next; n != &l.root; n = n.next {
-		out = append(out, n.w.ds)
-	}
-	return out
-}
-
 // maxBusy is how many busy workers (their mu held: a batch under way) a
 // walk looks past. A busy worker keeps its place, so the list stays in
 // order, and the next sweep tries it again. Looking past a few rather

@@ -50,6 +50,27 @@ func activeAt(w *worker, at time.Time) {
 	w.mu.Unlock()
 }
 
+// lens returns how many workers are hot and quiet.
+func (a *activity) lens() (hot, quiet int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hot.n, a.quiet.n
+}
+
+// order returns the datasets of l, front to back (tests).
+func (a *activity) order(l *actList) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	if l.root.next == nil {
+		return out
+	}
+	for n := l.root.next; n != &l.root; n = n.next {
+		out = append(out, n.w.ds)
+	}
+	return out
+}
+
 func checkOrder(t *testing.T, c *Committer, hot, quiet []string) {
 	t.Helper()
 	if got := c.act.order(&c.act.hot); !slices.Equal(got, hot) {
