@@ -61,7 +61,7 @@ func (c *Committer) sweepDatasets(now time.Time) {
 			break
 		}
 		switch {
-		case w.st == nil: // not listed with no state; nothing to do
+		case w.st == nil: // none listed: dropState takes a worker off
 		case evict && now.Sub(w.active) > c.cfg.IdleEvict:
 			w.evictState()
 		default:
