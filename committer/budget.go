@@ -20,7 +20,9 @@ import (
 //
 // Workers own their state, so one never touches another's caches: a
 // request to drop them is a signal the owner handles between batches
-// (before its next batch, or at the committer's sweep: idle.go).
+// (before its next batch, or at the committer's sweep: idle.go). The
+// budget queues the shares it asks, so the sweep serves those and looks
+// at no other dataset.
 
 // cacheBudget is the budget shared by all of a committer's datasets.
 type cacheBudget struct {
@@ -31,15 +33,20 @@ type cacheBudget struct {
 	asked  int                     // sum of the costs of the shares asked to drop theirs
 	lru    *list.List              // shares with a cost not asked, most recently reported first
 	shares map[string]*budgetShare // by dataset
+	// askedQ holds the shares asked since the sweep last took them
+	// (takeAsked), each once: the sweep serves just those.
+	askedQ []*budgetShare
 }
 
 // budgetShare is one dataset's part of the budget. Its fields other than
 // trim are guarded by the budget's mutex.
 type budgetShare struct {
 	b       *cacheBudget
+	ds      string
 	cost    int
 	elem    *list.Element // in b.lru; nil while cost is 0 or pending
 	pending bool          // asked to drop its caches, not done yet (out of b.lru, its cost in b.asked)
+	queued  bool          // in b.askedQ
 	// trim receives a request to drop the caches; buffered, never closed.
 	trim chan struct{}
 }
@@ -51,7 +58,7 @@ func newCacheBudget(limit int) *cacheBudget {
 // join returns a new share for ds, replacing (and releasing) any earlier
 // one: a reloaded state starts with empty caches.
 func (b *cacheBudget) join(ds string) *budgetShare {
-	s := &budgetShare{b: b, trim: make(chan struct{}, 1)}
+	s := &budgetShare{b: b, ds: ds, trim: make(chan struct{}, 1)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old := b.shares[ds]; old != nil {
@@ -117,6 +124,41 @@ func (s *budgetShare) askLocked() {
 	select {
 	case s.trim <- struct{}{}:
 	default: // a request is already waiting
+	}
+	s.queueLocked()
+}
+
+// queueLocked puts the share in askedQ unless it is there.
+func (s *budgetShare) queueLocked() {
+	if !s.queued {
+		s.queued = true
+		s.b.askedQ = append(s.b.askedQ, s)
+	}
+}
+
+// takeAsked returns the shares asked since the last call, and empties
+// the queue.
+func (b *cacheBudget) takeAsked() []*budgetShare {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.askedQ
+	b.askedQ = nil
+	for _, s := range q {
+		s.queued = false
+	}
+	return q
+}
+
+// reask queues shares again whose owners were busy when the sweep came
+// to serve them.
+func (b *cacheBudget) reask(shares []*budgetShare) {
+	if len(shares) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range shares {
+		s.queueLocked()
 	}
 }
 

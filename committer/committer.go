@@ -54,6 +54,7 @@ type Committer struct {
 	ready    atomic.Bool
 	mu       sync.Mutex
 	workers  map[string]*worker
+	act      activity            // the workers with a state, in activity order (activity.go)
 	owned    ownership           // which datasets this replica owns, for the metrics
 	cps      map[string][]uint64 // known checkpoint versions per dataset, ascending
 	wg       sync.WaitGroup

@@ -2,6 +2,8 @@ package committer
 
 import (
 	"time"
+
+	"cellguard/committer/decide"
 )
 
 // Idle datasets and the cache budget.
@@ -19,8 +21,10 @@ import (
 // it, and the window's manifests, which share the head's fragments, go.
 // BenchmarkResidentDatasets measures both forms.
 //
-// Sweeps run on Run's goroutine every sweepEvery; a dataset busy with a
-// batch is skipped (and swept next time).
+// Sweeps run on Run's goroutine every sweepEvery and visit only the
+// datasets due: the loaded ones are kept in activity order (activity.go),
+// and the budget queues the datasets it asks (budget.go). A dataset busy
+// with a batch keeps its place and is swept next time.
 
 // sweepEvery is how often idle datasets and cache requests are looked at.
 func sweepEvery(idle time.Duration) time.Duration {
@@ -43,23 +47,81 @@ func quietAfter(idle time.Duration) time.Duration {
 	return time.Second
 }
 
-// sweepDatasets evicts idle datasets, quiets quiet ones and serves cache
-// requests.
+// sweepDatasets serves the cache requests, quiets the datasets quiet for
+// quietAfter and evicts the ones idle for IdleEvict. It visits only the
+// datasets due (activity.go) and the ones the budget asked (budget.go).
 func (c *Committer) sweepDatasets(now time.Time) {
-	for _, w := range c.workerList() {
-		if !w.mu.TryLock() {
-			continue
+	c.honorCacheRequests()
+	a := &c.act
+	evict := c.cfg.IdleEvict > 0
+	var busy []*worker
+	for {
+		w := a.nextDue(&a.hot, now.Add(-quietAfter(c.cfg.IdleEvict)), &busy)
+		if w == nil {
+			break
 		}
-		w.honorCacheRequest()
-		switch quiet := now.Sub(w.active); {
-		case w.st == nil:
-		case c.cfg.IdleEvict > 0 && quiet > c.cfg.IdleEvict:
+		switch {
+		case w.st == nil: // none listed: dropState takes a worker off
+		case evict && now.Sub(w.active) > c.cfg.IdleEvict:
 			w.evictState()
-		case quiet > quietAfter(c.cfg.IdleEvict):
-			w.st.Quiet()
+		default:
+			if !w.st.IsQuiet() {
+				w.st.Quiet()
+			}
+			a.quieted(w)
 		}
 		w.mu.Unlock()
 	}
+	if !evict {
+		return
+	}
+	busy = busy[:0]
+	for {
+		w := a.nextDue(&a.quiet, now.Add(-c.cfg.IdleEvict), &busy)
+		if w == nil {
+			break
+		}
+		if w.st != nil {
+			w.evictState()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// honorCacheRequests serves the requests of the datasets the budget asked
+// to drop their caches since the last sweep. A busy dataset's request is
+// asked again at the next sweep (its batch may have started before the
+// request came).
+func (c *Committer) honorCacheRequests() {
+	if c.budget == nil {
+		return
+	}
+	asked := c.budget.takeAsked()
+	if len(asked) == 0 {
+		return
+	}
+	ws := make([]*worker, len(asked))
+	c.mu.Lock()
+	for i, s := range asked {
+		ws[i] = c.workers[s.ds]
+	}
+	c.mu.Unlock()
+	var again []*budgetShare
+	for i, s := range asked {
+		w := ws[i]
+		if w == nil {
+			continue
+		}
+		if !w.mu.TryLock() {
+			again = append(again, s)
+			continue
+		}
+		if w.st != nil && w.st.Share() == decide.BudgetShare(s) {
+			w.honorCacheRequest()
+		}
+		w.mu.Unlock()
+	}
+	c.budget.reask(again)
 }
 
 // evictState drops the dataset's state after inactivity.
@@ -77,6 +139,7 @@ func (w *worker) dropState() {
 	}
 	w.st.LeaveBudget()
 	w.st = nil
+	w.c.act.remove(w)
 }
 
 // honorCacheRequest drops the caches when the budget asked for it.

@@ -74,7 +74,7 @@ func BenchmarkResidentDatasets(b *testing.B) {
 // residentState builds a state whose table is created with fragments
 // fragments (each with its own data file, as the bench's tables are),
 // then takes versions appends.
-func residentState(b *testing.B, ds string, lim limits, versions, fragments int) *state {
+func residentState(b testing.TB, ds string, lim limits, versions, fragments int) *state {
 	st := newState(ds, lim, nil)
 	seq := uint64(0)
 	decide := func(txn *lancepb.Transaction) {

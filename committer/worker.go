@@ -39,6 +39,9 @@ type worker struct {
 	needGap bool
 	// active is when a message last arrived, for idle eviction.
 	active time.Time
+	// act is the worker's place in activity order while it has a state
+	// (activity.go); guarded by the committer's activity.mu.
+	act actNode
 	// failures counts consecutive failed batches; until retryAt, the
 	// dataset's messages are handed back to wait.
 	failures int
@@ -100,7 +103,7 @@ func (w *worker) handle(ctx context.Context, items []item) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	w.active = now
+	w.markActive(now)
 	w.c.owned.delivered(w.ds, now)
 	switch {
 	case w.stopped:
@@ -124,6 +127,21 @@ func (w *worker) handle(ctx context.Context, items []item) error {
 	w.failures = 0
 	w.setLoadedStatus()
 	return nil
+}
+
+// markActive records that a message arrived at now; a loaded dataset
+// moves to the front of the activity order (activity.go).
+func (w *worker) markActive(now time.Time) {
+	w.active = now
+	if w.st != nil {
+		w.c.act.touch(w, now)
+	}
+}
+
+// adopt makes st the dataset's state, the most recently active.
+func (w *worker) adopt(st *state) {
+	w.st = st
+	w.c.act.touch(w, w.active)
 }
 
 // setLoadedStatus reports a loaded dataset: deciding, or deleted.
@@ -175,7 +193,7 @@ func (w *worker) load(ctx context.Context) error {
 		return err
 	}
 	st.FitBudget()
-	w.st = st
+	w.adopt(st)
 	w.cursor = st.LastTxnSeq
 	w.needGap = true
 	c.setGauge(c.metrics.head, w.ds, float64(st.HeadVersion()))
