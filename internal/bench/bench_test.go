@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"cellguard/internal/natstest"
@@ -556,5 +557,15 @@ func TestBenchRunsLeaveNoStreams(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchCreateMatchesItsEncoding: a creation made from the template is
+// byte for byte the encoding of a creation with its own uuid.
+func TestBenchCreateMatchesItsEncoding(t *testing.T) {
+	for _, id := range []string{uuid.NewString(), uuid.NewString(), "short-id"} {
+		if got, want := benchCreate(id), encodeCreate(id); !bytes.Equal(got, want) {
+			t.Errorf("benchCreate(%q): %d bytes differ from its encoding (%d bytes)", id, len(got), len(want))
+		}
 	}
 }
