@@ -98,8 +98,9 @@ const (
 // message (BenchmarkPackedHead). A manifest with packed fragments (a
 // packed one, or one appended to a packed one) keeps its chunks and
 // packs only the fragments after them. Packed returns m itself when
-// m is packed with nothing after its chunks or has a fragment kept
-// decoded (one whose message cannot be encoded) that it would pack.
+// m is packed (not read) with nothing after its chunks, or has a
+// fragment kept decoded (one whose message cannot be encoded) that it
+// would pack.
 // m is not changed, and the two share everything but their fragments.
 func (m *Manifest) Packed() *Manifest {
 	if !m.Packable() {
