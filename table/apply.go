@@ -264,7 +264,7 @@ func (a *applier) init(head *Manifest, txn *lancepb.Transaction, op Op) error {
 	a.version = head.Version() + 1
 	if id, ok := head.MaxFragmentID(); ok {
 		a.nextID = uint64(id) + 1
-	} else if id, ok := head.list().byID.Max(); ok {
+	} else if id, ok := head.maxListedID(); ok {
 		a.nextID = id + 1
 	}
 	if head.top.reader&FlagStableRowIDs != 0 {
@@ -338,7 +338,7 @@ func (a *applier) finish() (*Manifest, error) {
 	h.tag = a.txn.GetTag()
 
 	// max_fragment_id is a high-water mark (Lance's update_max_fragment_id).
-	if maxID, ok := a.b.frags.byID.Max(); ok {
+	if maxID, ok := a.b.maxID(); ok {
 		if maxID > math.MaxUint32 {
 			return nil, a.invalid("fragment id %d does not fit the manifest's 32-bit max_fragment_id", maxID)
 		}
@@ -358,7 +358,7 @@ func (a *applier) finish() (*Manifest, error) {
 	// apply_feature_flags does. Bits Lance takes from write parameters or
 	// from state cellguard does not model (32 and up) are carried over.
 	n := a.b.NumFragments()
-	c := a.b.frags.count
+	c := a.b.counts()
 	var flags uint64
 	if c.deletions > 0 {
 		flags |= FlagDeletionFiles

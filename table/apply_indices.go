@@ -425,7 +425,7 @@ func (a *applier) newFragmentIDs(frags []*lancepb.DataFragment) []uint64 {
 	next := uint64(0)
 	if id, ok := a.head.MaxFragmentID(); ok {
 		next = uint64(id) + 1
-	} else if id, ok := a.head.list().byID.Max(); ok {
+	} else if id, ok := a.head.maxListedID(); ok {
 		next = id + 1
 	}
 	ids := make([]uint64, len(frags))

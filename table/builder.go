@@ -20,7 +20,15 @@ type Builder struct {
 	base   *lancepb.Manifest
 	top    topFields
 	schema *Schema
-	frags  fragmentList
+	frags  fragmentList // with pre: only the fragments after pre's
+	// pre, when set, holds the fragments before frags, packed and not
+	// read: a builder started on a packed manifest that has only been
+	// appended to. from is that manifest's list; all() builds on its
+	// decoded list when something needs every fragment, and added are
+	// the fragments appended since (packed.go).
+	pre   *packedFrags
+	from  *packedList
+	added []entry
 	// indices is the index list of the manifest being built; the slice is
 	// replaced, never modified in place (apply_indices.go).
 	indices []*lancepb.IndexMetadata
@@ -34,7 +42,68 @@ func (m *Manifest) Edit() *Builder {
 }
 
 func (m *Manifest) edit() Builder {
-	return Builder{base: m.header, top: m.top, schema: m.schema, frags: *m.list(), indices: m.indices, rules: m.rules}
+	b := Builder{base: m.header, top: m.top, schema: m.schema, indices: m.indices, rules: m.rules}
+	if p := m.packed; p != nil && !p.decoded.Load() {
+		b.pre, b.from, b.frags = p.pre, p, p.tail
+	} else {
+		b.frags = *m.list()
+	}
+	return b
+}
+
+// all returns the builder's fragment list, every fragment in it: a
+// builder holding packed fragments decodes them (as the manifest it
+// started on decodes them, once) and holds them all from then on.
+func (b *Builder) all() *fragmentList {
+	if b.pre != nil {
+		l := *b.from.decodedList()
+		for _, e := range b.added {
+			l = l.add(e.frag, e.seq)
+		}
+		b.frags, b.pre, b.from, b.added = l, nil, nil, nil
+	}
+	return &b.frags
+}
+
+// last returns the highest fragment id and its sequence key, and the
+// highest sequence key, of a builder holding packed fragments.
+func (b *Builder) last() (maxID, maxIDSeq, lastSeq uint64, ok bool) {
+	if id, e, ok := b.frags.byID.MaxEntry(); ok {
+		return id, e.seq, e.seq, true // the tail is in id order, after pre's
+	}
+	return b.pre.maxID, b.pre.maxIDSeq, b.pre.lastSeq, b.pre.n > 0
+}
+
+// appendAfterPacked adds f to a builder holding packed fragments when its id
+// is above every other: at the end, seqGap after the last fragment. It
+// reports false, changing nothing, when f's id is not above every other
+// or the fragment with the highest id is not last in scan order.
+func (b *Builder) appendAfterPacked(f *Fragment) bool {
+	maxID, maxIDSeq, lastSeq, ok := b.last()
+	if ok && (f.ID() <= maxID || maxIDSeq != lastSeq) {
+		return false
+	}
+	e := entry{frag: f, seq: lastSeq + seqGap}
+	b.frags = b.frags.add(f, e.seq)
+	b.added = append(b.added, e)
+	return true
+}
+
+// maxID returns the highest fragment id in the builder, if any.
+func (b *Builder) maxID() (uint64, bool) {
+	if b.pre != nil {
+		id, _, _, ok := b.last()
+		return id, ok
+	}
+	return b.frags.byID.Max()
+}
+
+// counts returns the feature counts of the builder's fragments.
+func (b *Builder) counts() fragmentCounts {
+	if b.pre != nil {
+		return b.pre.count.plus(b.frags.count, 1)
+	}
+	return b.frags.count
 }
 
 // Header returns the header of the manifest being built, for modification.
@@ -77,23 +146,37 @@ func (b *Builder) SetSchema(s *Schema) { b.schema = s }
 
 // Fragment returns the current fragment with the given id.
 func (b *Builder) Fragment(id uint64) (*Fragment, bool) {
-	e, ok := b.frags.byID.Get(id)
+	l := &b.frags // a fragment after the packed ones is in the tail
+	if b.pre != nil && b.pre.n > 0 && id <= b.pre.maxID {
+		l = b.all()
+	}
+	e, ok := l.byID.Get(id)
 	return e.frag, ok
 }
 
 // NumFragments returns the number of fragments currently in the builder.
-func (b *Builder) NumFragments() int { return b.frags.byID.Len() }
+func (b *Builder) NumFragments() int {
+	if b.pre != nil {
+		return b.pre.n + b.frags.byID.Len()
+	}
+	return b.frags.byID.Len()
+}
 
 // Fragments yields the current fragments in scan order.
 func (b *Builder) Fragments(yield func(*Fragment) bool) {
-	b.frags.order.All(func(_ uint64, id uint64) bool {
-		e, _ := b.frags.byID.Get(id)
+	l := b.all()
+	l.order.All(func(_ uint64, id uint64) bool {
+		e, _ := l.byID.Get(id)
 		return yield(e.frag)
 	})
 }
 
 // Append adds f at the end of the scan order. Its id must be new.
 func (b *Builder) Append(f *Fragment) error {
+	if b.pre != nil && b.appendAfterPacked(f) {
+		return nil
+	}
+	b.all()
 	if _, dup := b.frags.byID.Get(f.ID()); dup {
 		return errorf("build manifest", ErrInvalidTransaction, "fragment id %d already exists", f.ID())
 	}
@@ -109,6 +192,10 @@ func (b *Builder) Append(f *Fragment) error {
 // every other) land at the end. It costs O(log n), and O(n) on the rare
 // occasion that the sequence keys around the spot are exhausted.
 func (b *Builder) Insert(f *Fragment) error {
+	if b.pre != nil && b.appendAfterPacked(f) {
+		return nil
+	}
+	b.all()
 	id := f.ID()
 	pid, last, hasPrev := b.frags.byID.MaxEntry()
 	if hasPrev && id > pid {
@@ -166,6 +253,7 @@ func (b *Builder) seqAfter(pid uint64, hasPrev bool) (uint64, bool) {
 
 // Replace swaps in f for the fragment with the same id, keeping its place.
 func (b *Builder) Replace(f *Fragment) error {
+	b.all()
 	if _, ok := b.frags.byID.Get(f.ID()); !ok {
 		return errorf("build manifest", ErrInvalidTransaction, "fragment %d does not exist", f.ID())
 	}
@@ -175,6 +263,7 @@ func (b *Builder) Replace(f *Fragment) error {
 
 // Remove drops the fragment with the given id.
 func (b *Builder) Remove(id uint64) error {
+	b.all()
 	if _, ok := b.frags.byID.Get(id); !ok {
 		return errorf("build manifest", ErrInvalidTransaction, "fragment %d does not exist", id)
 	}
@@ -183,7 +272,9 @@ func (b *Builder) Remove(id uint64) error {
 }
 
 // RemoveAll drops every fragment.
-func (b *Builder) RemoveAll() { b.frags = fragmentList{} }
+func (b *Builder) RemoveAll() {
+	b.frags, b.pre, b.from, b.added = fragmentList{}, nil, nil, nil
+}
 
 // Splice removes the fragments in old and puts the fragments in repl, in
 // order, where the first of old stood in scan order: the shape of a
@@ -198,6 +289,7 @@ func (b *Builder) Splice(old []uint64, repl []*Fragment) error {
 		}
 		return nil
 	}
+	b.all()
 	first := uint64(0)
 	for i, id := range old {
 		e, ok := b.frags.byID.Get(id)
@@ -254,6 +346,9 @@ func (b *Builder) renumber() {
 // Build returns the new manifest.
 func (b *Builder) Build() *Manifest {
 	m := &Manifest{header: b.nested(), top: *b.fields(), schema: b.schema, frags: b.frags, indices: b.indices, rules: b.rules}
+	if b.pre != nil {
+		m.frags, m.packed = fragmentList{}, &packedList{pre: b.pre, tail: b.frags}
+	}
 	b.base, b.header = m.header, nil // m is immutable: a later Header copies again
 	return m
 }

@@ -201,7 +201,14 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 	}
 	st := indexStep{version: next.Version(), txn: txnUUID}
 	from := len(ix.ids)
-	diffMaps(ix.head.list().byID, next.list().byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
+	a, b := ix.head.list, next.list
+	if hp, np := ix.head.packed, next.packed; hp != nil && np != nil && hp.pre == np.pre {
+		// The same packed fragments, then each its own: only what
+		// follows them can differ, and nothing is decoded.
+		a = func() *fragmentList { return &hp.tail }
+		b = func() *fragmentList { return &np.tail }
+	}
+	diffMaps(a().byID, b().byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
 		ix.record(id, x.frag, y.frag, st.version)
 		from = ix.addID(from, id)
 	})
@@ -370,7 +377,7 @@ func (ix *ChangeIndex) ReplaceHead(m *Manifest) error {
 		return fmt.Errorf("%w: replacing the head with another version", ErrIndexGap)
 	}
 	for id, h := range ix.frags {
-		cur, ok := old.Fragment(id)
+		cur, ok := old.residentFragment(id)
 		if !ok {
 			continue
 		}

@@ -19,8 +19,8 @@ type Manifest struct {
 	top    topFields         // the top-level header fields of this version, over header's (header.go)
 	schema *Schema
 	frags  fragmentList // read through list: empty while packed
-	// packed holds the fragments packed instead of frags (packed.go);
-	// nil for most manifests.
+	// packed holds the fragments packed instead of frags (packed.go),
+	// perhaps with fragments appended since; nil for most manifests.
 	packed *packedList
 	// indices is the version's index section in Lance's order; shared
 	// between versions, never modified (apply_indices.go).
@@ -150,7 +150,7 @@ func (m *Manifest) Fragment(id uint64) (*Fragment, bool) {
 // NumFragments returns the number of fragments.
 func (m *Manifest) NumFragments() int {
 	if m.IsPacked() {
-		return m.packed.n
+		return m.packed.pre.n + m.packed.tail.byID.Len()
 	}
 	return m.list().byID.Len()
 }

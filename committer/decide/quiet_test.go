@@ -16,7 +16,8 @@ import (
 // behind head, in batches (some rolled back) in two states: one is made
 // quiet before about half of its batches, the other never. Every
 // decision record must be the same bytes, and so must the heads after
-// every batch; the quiet state's head must have been packed.
+// every batch; the quiet state's head must have been packed, and a
+// batch that only appends onto it must leave it packed (undecoded).
 func TestQuietStateDecidesAlike(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
@@ -30,9 +31,10 @@ func TestQuietStateDecidesAlike(t *testing.T) {
 	}
 	active, quiet := newSide(), newSide()
 	seq := uint64(0)
-	packed := 0
+	packed, stayed := 0, 0
 	batch := func(txns []*lancepb.Transaction, keep bool) {
 		t.Helper()
+		wasPacked := false
 		if rng.IntN(2) == 0 {
 			quiet.st.Quiet()
 			if !quiet.st.IsQuiet() {
@@ -40,6 +42,7 @@ func TestQuietStateDecidesAlike(t *testing.T) {
 			}
 			if quiet.st.Head != nil && quiet.st.Head.IsPacked() {
 				packed++
+				wasPacked = true
 			}
 		}
 		var got [2][][]byte
@@ -74,6 +77,9 @@ func TestQuietStateDecidesAlike(t *testing.T) {
 				t.Fatalf("decision %d differs once quiet:\nactive %v\nquiet  %v", seq+uint64(j)+1, gotRecs[0][j], gotRecs[1][j])
 			}
 		}
+		if wasPacked && keep && quiet.st.Head.IsPacked() {
+			stayed++ // appends only, onto the packed head: nothing decoded it
+		}
 		if a, b := headBytes(t, active.st), headBytes(t, quiet.st); !bytes.Equal(a, b) {
 			t.Fatalf("after decision %d the quiet state's head differs", seq+uint64(len(txns)))
 		}
@@ -101,6 +107,10 @@ func TestQuietStateDecidesAlike(t *testing.T) {
 	if packed < 100 {
 		t.Errorf("the quiet state's head was packed before %d batches, want most of ~150", packed)
 	}
+	if stayed < 10 {
+		t.Errorf("the quiet state's head stayed packed through %d batches, want the ones appending onto it", stayed)
+	}
+	t.Logf("packed before %d batches, still packed after %d", packed, stayed)
 }
 
 func headBytes(t *testing.T, st *State) []byte {

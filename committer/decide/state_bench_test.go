@@ -122,3 +122,66 @@ func processCPU(b *testing.B) int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkDecideQuiet measures an append onto a quiet dataset of 256
+// to 320 fragments (runs of 64 appends from 256), the state made quiet
+// again after it, as the committer's sweep does a second later:
+// decided, committed, its record encoded, then Quiet. read: the packed
+// head is read before the append (as a precondition's lookup would), so
+// that the append builds on all its fragments and Quiet packs them all;
+// otherwise the append adds to the packed head and Quiet packs what it
+// added.
+func BenchmarkDecideQuiet(b *testing.B) {
+	for _, read := range []bool{false, true} {
+		b.Run(fmt.Sprintf("read=%t", read), func(b *testing.B) {
+			var st *State
+			seq := uint64(0)
+			decide := func(body []byte) Verdict {
+				seq++
+				m := st.Mark()
+				v := st.Decide(b.Context(), Staged{Seq: seq, Data: body})
+				st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+				return v
+			}
+			var bodies [][]byte
+			start := func() {
+				st, seq = NewState("bench", Limits{MaxTxnBytes: 1 << 20, Window: 256, MaxLag: 100000}, nil), 0
+				if v := decide(mustMarshal(b, createTxn(newUUID()))); v.Next == nil {
+					b.Fatal(v.Rec)
+				}
+				for st.Head.NumFragments() < 256 {
+					decide(mustMarshal(b, appendTxn(newUUID(), st.HeadVersion())))
+				}
+				st.Quiet()
+				bodies = bodies[:0]
+				for i := range 64 {
+					bodies = append(bodies, mustMarshal(b, appendTxn(newUUID(), st.HeadVersion()+uint64(i))))
+				}
+			}
+			var cpu int64
+			i := 0
+			for b.Loop() {
+				if i%64 == 0 {
+					b.StopTimer()
+					start()
+					b.StartTimer()
+				}
+				cpu0 := processCPU(b)
+				if read {
+					st.Head.Fragment(0)
+				}
+				v := decide(bodies[i%64])
+				if v.Next == nil {
+					b.Fatal(v.Rec)
+				}
+				if _, err := encodeRecord(v); err != nil {
+					b.Fatal(err)
+				}
+				st.Quiet()
+				cpu += processCPU(b) - cpu0
+				i++
+			}
+			b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
+		})
+	}
+}
