@@ -114,14 +114,21 @@ func (q *coalescer) take() []*appendReq {
 }
 
 // round appends batch: one shared atomic batch when it holds several
-// groups, a group alone as its dataset's own append. A round of several
+// groups of at least Committer.atomicMin records in all, otherwise each
+// group as its dataset's own append, side by side. A round of several
 // forms only while both rounds are in flight, that is while the log is
-// busy: then one atomic batch (on a single-replica file log, one synced
-// staging store) costs less than the groups' appends side by side, each
-// a request of its own (docs/design.md §5.6).
+// busy. On a replicated or memory log (atomicMin 2) one atomic batch
+// replicates the round at once; on a single-replica file log the server
+// stages every atomic batch in a file store of its own, created and
+// synced, which costs more than a few fenced appends (docs/design.md
+// §5.6).
 func (q *coalescer) round(batch []*appendReq) {
 	c := q.c
-	shared := len(batch) > 1
+	recs := 0
+	for _, r := range batch {
+		recs += len(r.encs)
+	}
+	shared := len(batch) > 1 && recs >= c.atomicMin
 	if h := c.cfg.roundHook; h != nil {
 		dss := make([]string, len(batch))
 		for i, r := range batch {
