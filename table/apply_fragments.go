@@ -117,14 +117,24 @@ func (a *applier) stampUpdatedRows(f *lancepb.DataFragment) {
 // (Append, Overwrite, Update.new_fragments): files with real field ids, no
 // overlays. It returns private copies.
 func (a *applier) newFragments(frags []*lancepb.DataFragment, schema *Schema, what string) ([]*lancepb.DataFragment, error) {
+	if err := a.checkNewFragments(frags, schema, what); err != nil {
+		return nil, err
+	}
 	out := make([]*lancepb.DataFragment, 0, len(frags))
-	for i, f := range frags {
-		if err := a.checkNewFragment(f, schema, what, i); err != nil {
-			return nil, err
-		}
+	for _, f := range frags {
 		out = append(out, proto.CloneOf(f))
 	}
 	return out, nil
+}
+
+// checkNewFragments checks frags, the new fragments of what.
+func (a *applier) checkNewFragments(frags []*lancepb.DataFragment, schema *Schema, what string) error {
+	for i, f := range frags {
+		if err := a.checkNewFragment(f, schema, what, i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkNewFragment checks f, the i-th new fragment of what.

@@ -135,7 +135,12 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 	if err != nil {
 		return err
 	}
-	frags, err := a.newFragments(op.GetFragments(), schema, "fragment")
+	var frags []*lancepb.DataFragment
+	if a.stable {
+		frags, err = a.newFragments(op.GetFragments(), schema, "fragment")
+	} else {
+		err = a.checkNewFragments(op.GetFragments(), schema, "fragment")
+	}
 	if err != nil {
 		return err
 	}
@@ -148,21 +153,60 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 			return err
 		}
 	}
-	if a.creating || hasFiles(frags) {
+	if a.creating || hasFiles(op.GetFragments()) {
 		// A new table takes its files' version; an Overwrite with files
 		// may change it, as in Lance, and the manifest must say so.
-		format, err := a.inferFormat(frags)
+		format, err := a.inferFormat(op.GetFragments())
 		if err != nil {
 			return err
 		}
 		h.DataFormat = format
 	}
 	a.nextID = 0
+	if !a.stable { // checked, not copied: there are no row ids to stamp
+		return a.overwriteAsIs(op, schema, h)
+	}
 	a.assignIDs(frags)
 	if err := a.stampFresh(frags); err != nil {
 		return err
 	}
 	slices.SortStableFunc(frags, func(x, y *lancepb.DataFragment) int { return cmpU64(x.GetId(), y.GetId()) })
+	a.replaceAll(op, schema, h)
+	return a.insertAll(frags)
+}
+
+// overwriteAsIs inserts the checked fragments of Overwrite op on a table
+// without stable row ids, where nothing but the id is added to them: each
+// is encoded with its id straight from the transaction
+// (newFragmentWithID), without the copy newFragments makes. The ids and
+// their order are those of assignIDs and the sort in applyOverwrite.
+func (a *applier) overwriteAsIs(op *lancepb.Transaction_Overwrite, schema *Schema, h *lancepb.Manifest) error {
+	type placed struct {
+		id   uint64
+		frag *lancepb.DataFragment
+	}
+	frags := make([]placed, len(op.GetFragments()))
+	for i, f := range op.GetFragments() {
+		id := f.GetId()
+		if id == 0 {
+			id = a.nextID
+			a.nextID++
+		}
+		frags[i] = placed{id, f}
+	}
+	slices.SortStableFunc(frags, func(x, y placed) int { return cmpU64(x.id, y.id) })
+	a.replaceAll(op, schema, h)
+	for _, p := range frags {
+		if err := a.b.Insert(newFragmentWithID(p.frag, p.id)); err != nil {
+			return a.invalid("fragment id %d is already in use", p.id)
+		}
+	}
+	return nil
+}
+
+// replaceAll empties the table for Overwrite op's fragments: its schema,
+// schema metadata and upserted configuration take effect.
+func (a *applier) replaceAll(op *lancepb.Transaction_Overwrite, schema *Schema, h *lancepb.Manifest) {
 	a.b.RemoveAll()
 	a.b.SetSchema(schema)
 	h.SchemaMetadata = cloneBytesMap(op.GetSchemaMetadata())
@@ -172,7 +216,6 @@ func (a *applier) applyOverwrite(op *lancepb.Transaction_Overwrite) error {
 		}
 		h.Config[k] = v
 	}
-	return a.insertAll(frags)
 }
 
 // hasFiles reports whether any of frags has a data file.

@@ -307,7 +307,8 @@ func (s *State) create(ctx context.Context, in Staged, txn *lancepb.Transaction,
 		cfg.StorageVersion = next.DataFormat().GetVersion()
 	}
 	rec.DatasetConfig = cfg
-	return s.finish(next, txn, nil, nil, rec)
+	// Created as staged: the committed transaction is the staged bytes.
+	return s.finish(next, txn, in.Data, nil, rec)
 }
 
 // finish checks the new manifest's version and fills the committed record.

@@ -185,3 +185,43 @@ func BenchmarkDecideQuiet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideCreate measures the decision core's creation of a
+// dataset of `frags` fragments (no NATS): decided on a state of its own,
+// committed, its record encoded as the log append sends it, and its head
+// packed as a quiet dataset's is.
+func BenchmarkDecideCreate(b *testing.B) {
+	for _, frags := range []int{1, 256} {
+		b.Run(fmt.Sprintf("fragments=%d", frags), func(b *testing.B) {
+			bodies := make([][]byte, 64)
+			for i := range bodies {
+				txn := createTxn(newUUID())
+				ow := txn.GetOverwrite()
+				ow.Fragments = ow.Fragments[:0]
+				for f := range frags {
+					ow.Fragments = append(ow.Fragments, dataFragment(fmt.Sprintf("data/%d-%d.lance", i, f), 1000))
+				}
+				bodies[i] = mustMarshal(b, txn)
+			}
+			var cpu int64
+			i := 0
+			for b.Loop() {
+				cpu0 := processCPU(b)
+				st := NewState("bench", Limits{MaxTxnBytes: 1 << 20, Window: 256, MaxLag: 100000}, nil)
+				m := st.Mark()
+				v := st.Decide(b.Context(), Staged{Seq: 1, Data: bodies[i%len(bodies)]})
+				if v.Next == nil {
+					b.Fatal(v.Rec)
+				}
+				st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{1})
+				if _, err := encodeRecord(v); err != nil {
+					b.Fatal(err)
+				}
+				st.Quiet()
+				cpu += processCPU(b) - cpu0
+				i++
+			}
+			b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
+		})
+	}
+}

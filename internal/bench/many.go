@@ -116,6 +116,10 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 	b.prog.watch("create datasets", tr, spec.datasets)
+	stopProfile, err := startCPUProfile(spec, "setup")
+	if err != nil {
+		return outcome{}, err
+	}
 	for d := range spec.datasets {
 		if d >= setupWindow {
 			if err := awaitDecided(ctx, tr, d-setupWindow+1, 5*time.Minute); err != nil {
@@ -127,7 +131,8 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 			return outcome{}, err
 		}
 	}
-	if err := awaitDecided(ctx, tr, spec.datasets, 5*time.Minute); err != nil {
+	err = awaitDecided(ctx, tr, spec.datasets, 5*time.Minute)
+	if err = errors.Join(err, stopProfile()); err != nil {
 		return outcome{}, err
 	}
 	setup := time.Since(start)
@@ -135,7 +140,7 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 	tr.reset()
 	n := spec.datasets * spec.per
 	b.prog.watch("transactions", tr, n)
-	stopProfile, err := startCPUProfile(spec)
+	stopProfile, err = startCPUProfile(spec, spec.loop)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -249,11 +254,12 @@ func awaitEach(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, t
 	return nil
 }
 
-// startCPUProfile profiles the process's CPU while spec's transactions
-// are offered and decided, if CELLGUARD_BENCH_CPU_PROFILE names a file
-// prefix: the profile goes to PREFIX.<kind>-<loop>-<datasets> (for `go
-// tool pprof`). stop ends the profile and closes its file.
-func startCPUProfile(spec manySpec) (stop func() error, err error) {
+// startCPUProfile profiles the process's CPU through one phase of spec's
+// run (its set-up, "setup", or its transactions, named by their loop), if
+// CELLGUARD_BENCH_CPU_PROFILE names a file prefix: the profile goes to
+// PREFIX.<kind>-<phase>-<datasets> (for `go tool pprof`). stop ends the
+// profile and closes its file.
+func startCPUProfile(spec manySpec, phase string) (stop func() error, err error) {
 	prefix := os.Getenv("CELLGUARD_BENCH_CPU_PROFILE")
 	if prefix == "" {
 		return func() error { return nil }, nil
@@ -262,7 +268,7 @@ func startCPUProfile(spec manySpec) (stop func() error, err error) {
 	if spec.raw {
 		kind = kindRaw
 	}
-	f, err := os.Create(fmt.Sprintf("%s.%s-%s-%d", prefix, kind, spec.loop, spec.datasets))
+	f, err := os.Create(fmt.Sprintf("%s.%s-%s-%d", prefix, kind, phase, spec.datasets))
 	if err != nil {
 		return nil, err
 	}
