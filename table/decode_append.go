@@ -2,14 +2,16 @@ package table
 
 // decode_append.go decodes the most common transaction, an Append of
 // plain fragments, in a few allocations instead of one per message,
-// slice and string. It is a fast path of DecodeTransaction only: anything
-// it does not recognise (another operation, an optional part of a
-// fragment, an unknown field, a field given twice, a string that is not
-// UTF-8, a malformed varint, an empty bytes field) makes it decline, and
-// the general decoder decodes the body as it always did. Whatever it
-// accepts decodes to a transaction equal to the general decoder's
-// (TestDecodeAppendMatchesProto and FuzzDecodeAppend check it on
-// generated and mutated bodies).
+// slice and string; and an Overwrite of plain fragments (a dataset's
+// creation) the same way, its schema's fields decoded one by one. It is a
+// fast path of DecodeTransaction only: anything it does not recognise
+// (another operation, an optional part of a fragment, an Overwrite's
+// metadata, configuration or bases, an unknown field, a field given
+// twice, a string that is not UTF-8, a malformed varint, an empty bytes
+// field) makes it decline, and the general decoder decodes the body as it
+// always did. Whatever it accepts decodes to a transaction equal to the
+// general decoder's (TestDecodeAppendMatchesProto and FuzzDecodeAppend
+// check it on generated and mutated bodies).
 //
 // The messages are allocated together: a one-fragment, one-file Append
 // in a single block, decoded in one pass; a larger one as the transaction
@@ -27,6 +29,7 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
 )
@@ -38,6 +41,7 @@ const (
 	txnTag         protowire.Number = 3
 	txnPrecond     protowire.Number = 5
 	txnAppend      protowire.Number = 100
+	txnOverwrite   protowire.Number = 102
 
 	precondCells protowire.Number = 1
 
@@ -50,6 +54,9 @@ const (
 	rowsBitmap   protowire.Number = 3
 
 	appendFragments protowire.Number = 1
+
+	overwriteFragments protowire.Number = 1
+	overwriteSchema    protowire.Number = 2
 
 	fragID           protowire.Number = 1
 	fragFiles        protowire.Number = 2
@@ -83,6 +90,13 @@ type txnBlock struct {
 	app lancepb.Transaction_Append
 }
 
+// overwriteBlock holds the transaction and its Overwrite.
+type overwriteBlock struct {
+	txn lancepb.Transaction
+	op  lancepb.Transaction_Overwrite_
+	ow  lancepb.Transaction_Overwrite
+}
+
 // precondBlock is one precondition with its kind and contents.
 type precondBlock struct {
 	p     lancepb.Precondition
@@ -102,13 +116,16 @@ type rowsBlock struct {
 // is decoded in two passes over the same code: the first (counting) only
 // checks and counts; the second fills what the counts sized.
 type appendDecoder struct {
-	counting bool
-	overflow bool   // filling ran out of room: count first
+	counting  bool
+	overflow  bool // filling ran out of room: count first
+	inBlock   bool // filling a one-fragment block in one pass
+	overwrite bool // the operation is an Overwrite, not an Append
 	body     string // the body as a string: string fields are substrings of it
 	raw      []byte // a copy of the body: bytes fields are pieces of it
 	base     []byte // the body, to find a field's offset in it
 
 	nFrags, nFiles, nInts, nPre, nRows int // counted, then handed out
+	nFields                            int // an Overwrite's schema fields
 	hasBytes                           bool
 	rvStart, rvEnd                     int    // the read_version field, tag included: base[rvStart:rvEnd]
 	firstFrag                          []byte // the first fragment's encoding, a piece of base
@@ -123,24 +140,28 @@ type appendDecoder struct {
 	files    []lancepb.DataFile
 	filePtrs []*lancepb.DataFile
 	ints     []int32
+
+	schema    []lancepb.Field
+	schemaPtr []*lancepb.Field
 }
 
-// decodeAppend decodes b if it is an Append the fast path recognises.
-// Given a Decoder (into), one that fits a guardedBlock is decoded into
-// the Decoder's (reused), in one pass with no scan before it, and the
-// Decoder notes its fragment's bytes if they are canonical.
-func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok bool) {
+// decodeAppend decodes b if it is an Append or Overwrite the fast path
+// recognises, and says which (op). Given a Decoder (into), an Append that
+// fits a guardedBlock is decoded into the Decoder's (reused), in one pass
+// with no scan before it, and the Decoder notes its fragment's bytes if
+// they are canonical.
+func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, op Op, reused, ok bool) {
 	var reuse *guardedBlock
 	if into != nil {
 		reuse, into.raw = &into.block, nil
 	}
 	hasPre := false
 	if reuse == nil { // decline another operation before allocating
-		var isAppend bool
-		if isAppend, hasPre = scanTop(b); !isAppend {
-			return nil, false, false
+		var known bool
+		if known, hasPre = scanTop(b); !known {
+			return nil, OpUnknown, false, false
 		}
-	} // else the block's pass declines it, and overflows beyond one precondition
+	} // else the block's pass declines it, and overflows beyond one precondition or on an Overwrite
 	body := bodyString(b, into != nil)
 	if !hasPre { // no room for preconditions in one pass
 		d := appendDecoder{base: b, body: body}
@@ -151,35 +172,41 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, reused, ok
 		}
 		if d.txn(b, txn) {
 			into.decoded(&d, b, reuse != nil)
-			return txn, reuse != nil, d.nFrags > 0
+			return txn, OpAppend, reuse != nil, d.nFrags > 0
 		}
 		if !d.overflow {
-			return nil, false, false
+			return nil, OpUnknown, false, false
 		}
 	}
 	d := appendDecoder{counting: true, base: b}
-	if !d.txn(b, nil) || d.nFrags == 0 {
-		return nil, false, false
+	if !d.txn(b, nil) || d.nFrags == 0 && !d.overwrite {
+		return nil, OpUnknown, false, false
 	}
 	txn, reused = d.allocate(reuse)
 	d.counting, d.body = false, body
 	if d.hasBytes {
 		d.raw = slices.Clone(b)
 	}
-	d.nFrags, d.nFiles, d.nInts, d.nPre, d.nRows = 0, 0, 0, 0, 0
+	d.nFrags, d.nFiles, d.nInts, d.nPre, d.nRows, d.nFields = 0, 0, 0, 0, 0, 0
 	if !d.txn(b, txn) {
-		return nil, false, false // cannot happen: the first pass accepted b
+		// Only a schema field the counting pass does not decode can fail
+		// here (decodeField); the general decoder decides it.
+		return nil, OpUnknown, false, false
 	}
 	into.decoded(&d, b, reused)
-	return txn, reused, true
+	op = OpAppend
+	if d.overwrite {
+		op = OpOverwrite
+	}
+	return txn, op, reused, true
 }
 
-// decoded notes, for Apply and Land, the Append d has just decoded from
-// b: its fragment's bytes when they are in the block (reused) and
+// decoded notes, for Apply and Land, the transaction d has just decoded
+// from b: its fragment's bytes when they are in the block (reused) and
 // canonical, and where its read_version field is. A nil Decoder, or an
 // Append of no fragment (not the fast path's), notes nothing.
 func (dec *Decoder) decoded(d *appendDecoder, b []byte, reused bool) {
-	if dec == nil || d.nFrags == 0 {
+	if dec == nil || d.nFrags == 0 && !d.overwrite {
 		return
 	}
 	if reused && d.nFrags == 1 && canonicalFragment(d.firstFrag) {
@@ -199,15 +226,15 @@ func bodyString(b []byte, shared bool) string {
 	return string(b)
 }
 
-// scanTop reports whether transaction b has an Append field and a
-// precondition field at its top level.
-func scanTop(b []byte) (isAppend, hasPre bool) {
+// scanTop reports whether transaction b has an Append or Overwrite field
+// (known) and a precondition field at its top level.
+func scanTop(b []byte) (known, hasPre bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return false, false
 		}
-		isAppend = isAppend || num == txnAppend
+		known = known || num == txnAppend || num == txnOverwrite
 		hasPre = hasPre || num == txnPrecond
 		m := consumeValue(num, typ, b[n:])
 		if m < 0 {
@@ -215,7 +242,7 @@ func scanTop(b []byte) (isAppend, hasPre bool) {
 		}
 		b = b[n+m:]
 	}
-	return isAppend, hasPre
+	return known, hasPre
 }
 
 // small returns a transaction in a one-fragment block, with d's slices
@@ -243,6 +270,7 @@ func (d *appendDecoder) intoGuarded(x *guardedBlock) *lancepb.Transaction {
 // into returns the transaction of block x, with d's slices at the block's
 // capacity.
 func (d *appendDecoder) into(x *appendBlock) *lancepb.Transaction {
+	d.inBlock = true
 	x.op.Append = &x.app
 	x.txn.Operation = &x.op
 	d.frags, d.fragPtrs = x.frags[:], x.fragPtrs[:]
@@ -264,6 +292,9 @@ func (d *appendDecoder) room(n, have int) bool {
 // allocate sizes the messages the counting pass found. The usual
 // guarded Append goes into reuse when that is not nil (reused).
 func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction, reused bool) {
+	if d.overwrite {
+		return d.allocateOverwrite(), false
+	}
 	small := d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
 	if small && d.nPre == 1 && d.nRows == 1 {
 		x := reuse
@@ -292,6 +323,25 @@ func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction,
 	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
 	d.ints = make([]int32, d.nInts)
 	return &x.txn, false
+}
+
+// allocateOverwrite sizes the Overwrite the counting pass found. The
+// Overwrite's slices are handed out at their length, as all others are.
+func (d *appendDecoder) allocateOverwrite() *lancepb.Transaction {
+	x := &overwriteBlock{}
+	x.op.Overwrite = &x.ow
+	x.txn.Operation = &x.op
+	if d.nPre > 0 {
+		d.pres, d.prePtrs = make([]precondBlock, d.nPre), make([]*lancepb.Precondition, d.nPre)
+	}
+	if d.nRows > 0 {
+		d.rows, d.rowPtrs = make([]rowsBlock, d.nRows), make([]*lancepb.FragmentRows, d.nRows)
+	}
+	d.frags, d.fragPtrs = make([]lancepb.DataFragment, d.nFrags), make([]*lancepb.DataFragment, d.nFrags)
+	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
+	d.ints = make([]int32, d.nInts)
+	d.schema, d.schemaPtr = make([]lancepb.Field, d.nFields), make([]*lancepb.Field, d.nFields)
+	return &x.txn
 }
 
 // fields calls field for each field of message b, in order. It reports
@@ -404,7 +454,18 @@ func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
 			return ok && once(&seen, uint(num))
 		case txnAppend:
 			x, ok := bytesField(typ, v)
-			return ok && once(&seen, 4) && d.append(x, txn)
+			return ok && once(&seen, 4) && !d.overwrite && d.append(x, txn)
+		case txnOverwrite:
+			x, ok := bytesField(typ, v)
+			if !ok || !once(&seen, 4) {
+				return false
+			}
+			if d.inBlock { // a block holds an Append: count, then fill an Overwrite
+				d.overflow = true
+				return false
+			}
+			d.overwrite = true
+			return d.overwriteOp(x, txn)
 		case txnPrecond:
 			x, ok := bytesField(typ, v)
 			if !ok {
@@ -539,27 +600,77 @@ func (d *appendDecoder) append(b []byte, txn *lancepb.Transaction) bool {
 	first := d.nFrags
 	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		x, ok := bytesField(typ, v)
-		if !ok || num != appendFragments {
-			return false
-		}
-		var f *lancepb.DataFragment
-		if !d.counting {
-			if !d.room(d.nFrags, len(d.frags)) {
-				return false
-			}
-			f = &d.frags[d.nFrags]
-			d.fragPtrs[d.nFrags] = f
-		}
-		if d.nFrags == 0 {
-			d.firstFrag = x
-		}
-		d.nFrags++
-		return d.fragment(x, f)
+		return ok && num == appendFragments && d.nextFragment(x)
 	})
 	if ok && txn != nil && d.nFrags > first {
 		txn.GetAppend().Fragments = d.fragPtrs[first:d.nFrags:d.nFrags]
 	}
 	return ok
+}
+
+// overwriteOp decodes an Overwrite of fragments and a schema; any other
+// part of it (schema metadata, configuration, initial bases) declines.
+func (d *appendDecoder) overwriteOp(b []byte, txn *lancepb.Transaction) bool {
+	first, firstField := d.nFrags, d.nFields
+	ok := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		x, ok := bytesField(typ, v)
+		if !ok {
+			return false
+		}
+		switch num {
+		case overwriteFragments:
+			return d.nextFragment(x)
+		case overwriteSchema:
+			return d.nextField(x)
+		}
+		return false
+	})
+	if ok && txn != nil {
+		ow := txn.GetOverwrite()
+		if d.nFrags > first {
+			ow.Fragments = d.fragPtrs[first:d.nFrags:d.nFrags]
+		}
+		if d.nFields > firstField {
+			ow.Schema = d.schemaPtr[firstField:d.nFields:d.nFields]
+		}
+	}
+	return ok
+}
+
+// nextFragment decodes b, the encoding of the operation's next fragment.
+func (d *appendDecoder) nextFragment(b []byte) bool {
+	var f *lancepb.DataFragment
+	if !d.counting {
+		if !d.room(d.nFrags, len(d.frags)) {
+			return false
+		}
+		f = &d.frags[d.nFrags]
+		d.fragPtrs[d.nFrags] = f
+	}
+	if d.nFrags == 0 {
+		d.firstFrag = b
+	}
+	d.nFrags++
+	return d.fragment(b, f)
+}
+
+// nextField decodes b, the encoding of an Overwrite's next schema field,
+// with proto.Unmarshal when filling (a schema has few fields, and a field
+// has many optional parts): its strings are copies, as the general
+// decoder's are.
+func (d *appendDecoder) nextField(b []byte) bool {
+	if !d.counting {
+		if !d.room(d.nFields, len(d.schema)) {
+			return false
+		}
+		f := &d.schema[d.nFields]
+		if err := proto.Unmarshal(b, f); err != nil {
+			return false
+		}
+		d.schemaPtr[d.nFields] = f
+	}
+	d.nFields++
+	return true
 }
 
 func (d *appendDecoder) fragment(b []byte, f *lancepb.DataFragment) bool {

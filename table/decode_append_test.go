@@ -19,13 +19,13 @@ var reusing Decoder
 
 // checkDecodeAppend checks the fast path on b against the general
 // decoder: if it accepts b, the general decoder decodes b without error to
-// an equal Append transaction, and every slice it hands out has its length
-// as capacity. A Decoder whose block earlier bodies were decoded into
+// an equal Append or Overwrite transaction, the operation the fast path
+// names, and every slice it hands out has its length as capacity. A Decoder whose block earlier bodies were decoded into
 // decodes b to the same (checkReusedDecode). It reports whether the fast
 // path accepted b.
 func checkDecodeAppend(t *testing.T, b []byte) bool {
 	t.Helper()
-	got, _, ok := decodeAppend(b, nil)
+	got, gotOp, _, ok := decodeAppend(b, nil)
 	checkReusedDecode(t, b, got, ok)
 	if !ok {
 		return false
@@ -34,8 +34,8 @@ func checkDecodeAppend(t *testing.T, b []byte) bool {
 	if err := proto.Unmarshal(b, want); err != nil {
 		t.Fatalf("fast path accepted %x, which does not decode: %v", b, err)
 	}
-	if op, err := OpOf(want); err != nil || op != OpAppend {
-		t.Fatalf("fast path accepted %x, a %v (%v)", b, op, err)
+	if op, err := OpOf(want); err != nil || op != gotOp || op != OpAppend && op != OpOverwrite {
+		t.Fatalf("fast path accepted %x as %v, a %v (%v)", b, gotOp, op, err)
 	}
 	if !proto.Equal(got, want) {
 		t.Fatalf("fast path decoded %x to\n%v\nwant\n%v", b, got, want)
@@ -55,6 +55,12 @@ func checkDecodeAppend(t *testing.T, b []byte) bool {
 		}
 	}
 	frags := got.GetAppend().GetFragments()
+	if gotOp == OpOverwrite {
+		frags = got.GetOverwrite().GetFragments()
+		if schema := got.GetOverwrite().GetSchema(); cap(schema) != len(schema) {
+			t.Fatalf("schema: len %d cap %d", len(schema), cap(schema))
+		}
+	}
 	if cap(frags) != len(frags) {
 		t.Fatalf("fragments: len %d cap %d", len(frags), cap(frags))
 	}
@@ -225,6 +231,35 @@ func randomAppend(r *rand.Rand, extras bool) *lancepb.Transaction {
 	return txn
 }
 
+// randomOverwrite returns a random Overwrite, a dataset's creation when
+// its read version is 0: randomAppend's fragments and a schema; with
+// extras, it may carry parts the fast path declines.
+func randomOverwrite(r *rand.Rand, extras bool) *lancepb.Transaction {
+	txn := randomAppend(r, extras)
+	ow := &lancepb.Transaction_Overwrite{Fragments: txn.GetAppend().GetFragments()}
+	if r.IntN(8) == 0 {
+		ow.Fragments = nil // an empty table
+	}
+	for i := range r.IntN(4) {
+		f := &lancepb.Field{Id: int32(i), ParentId: -1, Name: fmt.Sprintf("c%d", i), LogicalType: "int64", Nullable: r.IntN(2) == 0}
+		if r.IntN(4) == 0 {
+			f.Metadata = map[string][]byte{"m": {byte(i)}}
+		}
+		ow.Schema = append(ow.Schema, f)
+	}
+	if extras && r.IntN(4) == 0 {
+		ow.SchemaMetadata = map[string][]byte{"k": []byte("v")}
+	}
+	if extras && r.IntN(4) == 0 {
+		ow.ConfigUpsertValues = map[string]string{"k": "v"}
+	}
+	txn.Operation = &lancepb.Transaction_Overwrite_{Overwrite: ow}
+	if r.IntN(2) == 0 {
+		txn.ReadVersion = 0
+	}
+	return txn
+}
+
 // randomPreconditions returns cell preconditions on whole fragments and
 // offset bitmaps; with extras, some with parts the fast path declines (an
 // empty bitmap, no kind).
@@ -282,16 +317,19 @@ func mutate(r *rand.Rand, b []byte) []byte {
 	return b
 }
 
-// TestDecodeAppendMatchesProto decodes generated Append bodies, plain and
-// with parts the fast path declines, intact and mutated, and checks every
-// body the fast path accepts against the general decoder (and that it does
-// accept the plain ones).
+// TestDecodeAppendMatchesProto decodes generated Append and Overwrite
+// bodies, plain and with parts the fast path declines, intact and
+// mutated, and checks every body the fast path accepts against the
+// general decoder (and that it does accept the plain ones).
 func TestDecodeAppendMatchesProto(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	accepted := 0
 	for i := range 3000 {
 		plain := i%2 == 0
 		txn := randomAppend(r, !plain)
+		if i%4 >= 2 {
+			txn = randomOverwrite(r, !plain)
+		}
 		b, err := proto.Marshal(txn)
 		if err != nil {
 			t.Fatal(err)
@@ -321,25 +359,28 @@ func TestDecodeAppendDeclines(t *testing.T) {
 	unpacked := protowire.AppendVarint(protowire.AppendTag(nil, fileFields, protowire.VarintType), 3)
 	frag := appendField(nil, fragFiles, unpacked)
 	cases := map[string][]byte{
-		"empty body":          nil,
-		"no fragments":        appendField(nil, txnAppend, nil),
-		"append given twice":  appendField(plain, txnAppend, appendField(nil, appendFragments, nil)),
-		"unknown field":       protowire.AppendVarint(protowire.AppendTag(slices.Clone(plain), 99, protowire.VarintType), 1),
-		"uuid twice":          appendField(appendField(slices.Clone(plain), txnUUID, []byte("a")), txnUUID, []byte("b")),
-		"uuid not UTF-8":      appendField(slices.Clone(plain), txnUUID, []byte{0xff}),
-		"unpacked fields":     appendField(nil, txnAppend, appendField(nil, appendFragments, frag)),
-		"delete":              appendField(nil, 101, nil),
-		"read version fixed":  protowire.AppendFixed64(protowire.AppendTag(nil, txnReadVersion, protowire.Fixed64Type), 1),
-		"truncated":           plain[:len(plain)-1],
-		"overlong varint tag": {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"empty body":                     nil,
+		"no fragments":                   appendField(nil, txnAppend, nil),
+		"append given twice":             appendField(plain, txnAppend, appendField(nil, appendFragments, nil)),
+		"unknown field":                  protowire.AppendVarint(protowire.AppendTag(slices.Clone(plain), 99, protowire.VarintType), 1),
+		"uuid twice":                     appendField(appendField(slices.Clone(plain), txnUUID, []byte("a")), txnUUID, []byte("b")),
+		"uuid not UTF-8":                 appendField(slices.Clone(plain), txnUUID, []byte{0xff}),
+		"unpacked fields":                appendField(nil, txnAppend, appendField(nil, appendFragments, frag)),
+		"delete":                         appendField(nil, 101, nil),
+		"append and overwrite":           appendField(slices.Clone(plain), txnOverwrite, nil),
+		"overwrite with schema metadata": appendField(nil, txnOverwrite, appendField(nil, 3, appendField(nil, 1, []byte("k")))),
+		"overwrite with a schema field not UTF-8": appendField(nil, txnOverwrite, appendField(nil, overwriteSchema, appendField(nil, 2, []byte{0xff}))),
+		"read version fixed":                      protowire.AppendFixed64(protowire.AppendTag(nil, txnReadVersion, protowire.Fixed64Type), 1),
+		"truncated":                               plain[:len(plain)-1],
+		"overlong varint tag":                     {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 	}
 	for name, b := range cases {
-		if _, _, ok := decodeAppend(b, nil); ok {
+		if _, _, _, ok := decodeAppend(b, nil); ok {
 			t.Errorf("%s: fast path accepted %x", name, b)
 		}
 		checkReusedDecode(t, b, nil, false)
 	}
-	if _, _, ok := decodeAppend(plain, nil); !ok {
+	if _, _, _, ok := decodeAppend(plain, nil); !ok {
 		t.Fatal("fast path declined the plain append the cases are built from")
 	}
 }
@@ -350,8 +391,12 @@ func TestDecodeAppendDeclines(t *testing.T) {
 //	go test ./table -run '^$' -fuzz FuzzDecodeAppend -fuzztime 60s
 func FuzzDecodeAppend(f *testing.F) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for range 8 {
-		b, err := proto.Marshal(randomAppend(r, false))
+	for i := range 8 {
+		txn := randomAppend(r, false)
+		if i%2 == 1 {
+			txn = randomOverwrite(r, false)
+		}
+		b, err := proto.Marshal(txn)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -38,8 +38,8 @@ type Decoder struct {
 // string keeps b.
 func (d *Decoder) Decode(b []byte) (txn *lancepb.Transaction, op Op, reused bool, err error) {
 	d.body = nil
-	if txn, reused, ok := decodeAppend(b, d); ok {
-		return txn, OpAppend, reused, nil
+	if txn, op, reused, ok := decodeAppend(b, d); ok {
+		return txn, op, reused, nil
 	}
 	txn, op, err = decodeGeneral(b)
 	return txn, op, false, err

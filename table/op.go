@@ -146,8 +146,8 @@ func unknownOperationTag(txn *lancepb.Transaction) (protowire.Number, bool) {
 // transaction section) and checks that its operation is one cellguard
 // supports. Errors wrap ErrMalformed or ErrUnsupportedOperation.
 func DecodeTransaction(b []byte) (*lancepb.Transaction, Op, error) {
-	if txn, _, ok := decodeAppend(b, nil); ok {
-		return txn, OpAppend, nil
+	if txn, op, _, ok := decodeAppend(b, nil); ok {
+		return txn, op, nil
 	}
 	return decodeGeneral(b)
 }
