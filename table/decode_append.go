@@ -117,12 +117,12 @@ type rowsBlock struct {
 // checks and counts; the second fills what the counts sized.
 type appendDecoder struct {
 	counting  bool
-	overflow  bool // filling ran out of room: count first
-	inBlock   bool // filling a one-fragment block in one pass
-	overwrite bool // the operation is an Overwrite, not an Append
-	body     string // the body as a string: string fields are substrings of it
-	raw      []byte // a copy of the body: bytes fields are pieces of it
-	base     []byte // the body, to find a field's offset in it
+	overflow  bool   // filling ran out of room: count first
+	inBlock   bool   // filling a one-fragment block in one pass
+	overwrite bool   // the operation is an Overwrite, not an Append
+	body      string // the body as a string: string fields are substrings of it
+	raw       []byte // a copy of the body: bytes fields are pieces of it
+	base      []byte // the body, to find a field's offset in it
 
 	nFrags, nFiles, nInts, nPre, nRows int // counted, then handed out
 	nFields                            int // an Overwrite's schema fields
