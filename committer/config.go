@@ -101,8 +101,9 @@ type Config struct {
 	// message). The committer serves every dataset of the partitions it
 	// consumes either way.
 	Datasets []string
-	// Deciders is how many datasets are decided at once (default 64): a
-	// dataset slow to decide holds up one decider, never its partition.
+	// Deciders is how many datasets are decided at once (default
+	// DefaultDeciders): a dataset slow to decide holds up one decider,
+	// never its partition.
 	Deciders int
 	// Partitions is the partition count CG_TXN is created with (default
 	// DefaultPartitions, at most MaxPartitions). A stream that exists
@@ -238,6 +239,14 @@ const minRebaseLag = 1000
 // DefaultIndexBytes is the default Config.IndexBytes.
 const DefaultIndexBytes = 128 << 10
 
+// DefaultDeciders is the default Config.Deciders. A decider is held
+// through its dataset's append round trip (the pipeline decides what
+// arrives meanwhile), so the deciders bound the datasets whose appends
+// are in flight: with many datasets, each with a message or two waiting,
+// decisions per second are about deciders × group / round trip. A decider
+// is a goroutine; a thousand cost a few MiB of stacks.
+const DefaultDeciders = 1024
+
 // DefaultCacheBytes is the default Config.CacheBytes.
 const DefaultCacheBytes = 32 << 20
 
@@ -279,7 +288,7 @@ func (c Config) withDefaults() Config {
 		c.Partitions = DefaultPartitions
 	}
 	if c.Deciders == 0 {
-		c.Deciders = 64
+		c.Deciders = DefaultDeciders
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 15 * time.Second

@@ -156,6 +156,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.DatasetsBurst, "datasets-burst", o.DatasetsBurst, "many-datasets runs stage every transaction at once (schema 1's mode) instead of a closed loop of -producers")
 	fs.IntVar(&o.CacheBytes, "cache-bytes", o.CacheBytes, "the committer's cache budget for all datasets (0: its default)")
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, fmt.Sprintf("the committer's partition count, one consumer each on the staging stream (0: its default, %d)", committer.DefaultPartitions))
+	fs.IntVar(&o.Deciders, "deciders", o.Deciders, "how many datasets each committer decides at once (0: its default)")
 	fs.IntVar(&o.MaxAckPending, "max-ack-pending", o.MaxAckPending, "each partition consumer's MaxAckPending: how many staged messages the committer holds undecided per partition (0: its default)")
 	fs.IntVar(&o.AtomicMin, "atomic-min", o.AtomicMin, "the smallest group appended as one atomic batch, by the committer and raw JetStream alike (0: the committer's default for the decision log)")
 	memoryLimit := memoryLimitFlag(fs)

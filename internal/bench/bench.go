@@ -34,6 +34,7 @@ type Options struct {
 	CacheBytes    int   // the committer's cache budget (0: its default)
 	Partitions    int   // the committer's partition count (0: its default)
 	MaxAckPending int   // each partition consumer's MaxAckPending (0: the committer's default)
+	Deciders      int   // the committers' Config.Deciders (0: the committer's default)
 	AtomicMin     int   // the smallest group appended as one atomic batch (0: the log's default)
 	Latency       bool  // also measure latency at half the measured throughput
 	DataDir       string
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	b := &bencher{
-		url: url, replicas: o.Cluster, n: o.Txns, producers: o.Producers, manyTxns: o.DatasetsTxns, log: quiet, cacheBytes: o.CacheBytes, partitions: o.Partitions, maxAckPending: o.MaxAckPending, atomicMin: o.AtomicMin,
+		url: url, replicas: o.Cluster, n: o.Txns, producers: o.Producers, manyTxns: o.DatasetsTxns, log: quiet, cacheBytes: o.CacheBytes, partitions: o.Partitions, maxAckPending: o.MaxAckPending, deciders: o.Deciders, atomicMin: o.AtomicMin,
 		timelineDir: o.TimelineDir, keepStreams: o.KeepStreams, out: stdout, rep: newBenchReport(o.Cluster, o.Producers, o.Rounds),
 		prog: &benchProgress{w: stderr, start: time.Now(), total: o.Rounds * plan.runs(o.Latency)},
 	}

@@ -180,7 +180,7 @@ func (b *bencher) startMany(ctx context.Context, wg *sync.WaitGroup, sc subject.
 	}
 	c, err := committer.New(cnc, committer.Config{
 		Prefix: sc.Prefix(), Logger: b.log, TakeoverOnStart: true, DiscoverEvery: 100 * time.Millisecond, Replicas: b.replicas,
-		BatchSize: manyBatch, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes, Partitions: b.partitions, MaxAckPending: b.maxAckPending, AtomicBatchMin: b.atomicMin,
+		BatchSize: manyBatch, Window: 16, TxnMaxBytes: 512 << 20, CacheBytes: b.cacheBytes, Partitions: b.partitions, MaxAckPending: b.maxAckPending, Deciders: b.deciders, AtomicBatchMin: b.atomicMin,
 		Registerer: meter.reg,
 	})
 	if err == nil {

@@ -43,6 +43,8 @@ type bencher struct {
 	partitions int
 	// maxAckPending is the committers' Config.MaxAckPending.
 	maxAckPending int
+	// deciders is the committers' Config.Deciders.
+	deciders int
 	// atomicMin is the committers' Config.AtomicBatchMin, and raw
 	// JetStream's rule alike (0: the default for the log).
 	atomicMin int
@@ -373,7 +375,7 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 		defer cnc.Close()
 		c, err := committer.New(cnc, committer.Config{
 			Prefix: prefix, Logger: b.log, BatchSize: spec.batch, Datasets: []string{ds}, Replicas: b.replicas,
-			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions, MaxAckPending: b.maxAckPending, AtomicBatchMin: b.atomicMin,
+			TakeoverOnStart: true, CheckpointEvery: 10000, TxnMaxBytes: 256 << 20, Partitions: b.partitions, MaxAckPending: b.maxAckPending, Deciders: b.deciders, AtomicBatchMin: b.atomicMin,
 			Registerer: meter.reg,
 		})
 		if err != nil {
