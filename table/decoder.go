@@ -32,7 +32,7 @@ type Decoder struct {
 
 // Decode decodes b as DecodeTransaction does; reused reports that txn is
 // in d's block, valid until d's next Decode. Unlike DecodeTransaction's,
-// the strings of an Append Decode decodes itself are b's own bytes, not a
+// the strings of an Append or Overwrite Decode decodes itself are b's own bytes, not a
 // copy: the caller must never change b afterwards (the committer's staged
 // bodies are messages it received and only reads). Whatever keeps such a
 // string keeps b.
