@@ -190,7 +190,7 @@ func decodeAppend(b []byte, into *Decoder) (txn *lancepb.Transaction, op Op, reu
 	d.nFrags, d.nFiles, d.nInts, d.nPre, d.nRows, d.nFields = 0, 0, 0, 0, 0, 0
 	if !d.txn(b, txn) {
 		// Only a schema field the counting pass does not decode can fail
-		// here (decodeField); the general decoder decides it.
+		// here (nextField); the general decoder decides it.
 		return nil, OpUnknown, false, false
 	}
 	into.decoded(&d, b, reused)
@@ -289,13 +289,11 @@ func (d *appendDecoder) room(n, have int) bool {
 	return false
 }
 
-// allocate sizes the messages the counting pass found. The usual
+// allocate sizes the messages the counting pass found, an Append's or an
+// Overwrite's. The usual
 // guarded Append goes into reuse when that is not nil (reused).
 func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction, reused bool) {
-	if d.overwrite {
-		return d.allocateOverwrite(), false
-	}
-	small := d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
+	small := !d.overwrite && d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
 	if small && d.nPre == 1 && d.nRows == 1 {
 		x := reuse
 		if x == nil {
@@ -316,32 +314,22 @@ func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction,
 		d.files, d.filePtrs, d.ints = d.files[:d.nFiles], d.filePtrs[:d.nFiles], d.ints[:d.nInts]
 		return txn, false
 	}
-	x := &txnBlock{}
-	x.op.Append = &x.app
-	x.txn.Operation = &x.op
-	d.frags, d.fragPtrs = make([]lancepb.DataFragment, d.nFrags), make([]*lancepb.DataFragment, d.nFrags)
-	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
-	d.ints = make([]int32, d.nInts)
-	return &x.txn, false
-}
-
-// allocateOverwrite sizes the Overwrite the counting pass found. The
-// Overwrite's slices are handed out at their length, as all others are.
-func (d *appendDecoder) allocateOverwrite() *lancepb.Transaction {
-	x := &overwriteBlock{}
-	x.op.Overwrite = &x.ow
-	x.txn.Operation = &x.op
-	if d.nPre > 0 {
-		d.pres, d.prePtrs = make([]precondBlock, d.nPre), make([]*lancepb.Precondition, d.nPre)
-	}
-	if d.nRows > 0 {
-		d.rows, d.rowPtrs = make([]rowsBlock, d.nRows), make([]*lancepb.FragmentRows, d.nRows)
+	if d.overwrite {
+		x := &overwriteBlock{}
+		x.op.Overwrite = &x.ow
+		x.txn.Operation = &x.op
+		txn = &x.txn
+		d.schema, d.schemaPtr = make([]lancepb.Field, d.nFields), make([]*lancepb.Field, d.nFields)
+	} else {
+		x := &txnBlock{}
+		x.op.Append = &x.app
+		x.txn.Operation = &x.op
+		txn = &x.txn
 	}
 	d.frags, d.fragPtrs = make([]lancepb.DataFragment, d.nFrags), make([]*lancepb.DataFragment, d.nFrags)
 	d.files, d.filePtrs = make([]lancepb.DataFile, d.nFiles), make([]*lancepb.DataFile, d.nFiles)
 	d.ints = make([]int32, d.nInts)
-	d.schema, d.schemaPtr = make([]lancepb.Field, d.nFields), make([]*lancepb.Field, d.nFields)
-	return &x.txn
+	return txn, false
 }
 
 // fields calls field for each field of message b, in order. It reports
@@ -454,7 +442,7 @@ func (d *appendDecoder) txn(b []byte, txn *lancepb.Transaction) bool {
 			return ok && once(&seen, uint(num))
 		case txnAppend:
 			x, ok := bytesField(typ, v)
-			return ok && once(&seen, 4) && !d.overwrite && d.append(x, txn)
+			return ok && once(&seen, 4) && d.append(x, txn)
 		case txnOverwrite:
 			x, ok := bytesField(typ, v)
 			if !ok || !once(&seen, 4) {
