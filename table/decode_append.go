@@ -290,8 +290,8 @@ func (d *appendDecoder) room(n, have int) bool {
 }
 
 // allocate sizes the messages the counting pass found, an Append's or an
-// Overwrite's. The usual
-// guarded Append goes into reuse when that is not nil (reused).
+// Overwrite's. The usual guarded Append goes into reuse when that is not
+// nil (reused).
 func (d *appendDecoder) allocate(reuse *guardedBlock) (txn *lancepb.Transaction, reused bool) {
 	small := !d.overwrite && d.nFrags == 1 && d.nFiles <= 1 && d.nInts <= len(appendBlock{}.ints)
 	if small && d.nPre == 1 && d.nRows == 1 {
