@@ -268,9 +268,19 @@ func crashInSharedBatch(t *testing.T, at int64) {
 		}
 	}
 	r := start(t, srv.URL(), cfg)
+	// Rounds are shared only while the log is busy: stage more until
+	// the at-th shared round has come and crashed.
 	deadline := time.Now().Add(20 * time.Second)
-	for !fired.Load() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	for i := per + 1; !fired.Load() && time.Now().Before(deadline); i++ {
+		time.Sleep(50 * time.Millisecond)
+		if fired.Load() {
+			break
+		}
+		for _, ds := range datasets {
+			id := newUUID()
+			ids[ds] = append(ids[ds], id)
+			stage(t, js, ds, id, mustMarshal(t, appendTxn(id, uint64(i))))
+		}
 	}
 	if !fired.Load() {
 		t.Fatalf("no crash inside shared round %d (%d shared rounds)", at, sharedRounds.Load())

@@ -412,7 +412,7 @@ func (c *Committer) appendOwn(ds string, expect uint64, recs []declog.Encoded) (
 		}
 		expect = s[0]
 		seqs = append(seqs, expect)
-		if i == len(recs)/2 && len(recs) > 1 {
+		if i == (len(recs)-1)/2 && len(recs) > 1 {
 			if err := c.step(StepMidBatch, ds); err != nil {
 				return nil, err
 			}

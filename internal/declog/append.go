@@ -124,7 +124,7 @@ func (l *Log) AppendGroups(ctx context.Context, groups []Group) ([][]uint64, err
 		if err := nc.PublishMsg(m); err != nil {
 			return nil, fmt.Errorf("%w: %s: send batch member: %v", ErrAppend, name, err)
 		}
-		if i == len(msgs)/2 && l.opts.MidBatch != nil {
+		if i == (len(msgs)-1)/2 && l.opts.MidBatch != nil {
 			if err := l.opts.MidBatch(datasetOfMember(groups, i)); err != nil {
 				return nil, err
 			}
