@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"cellguard/proto/lancepb"
 )
@@ -199,7 +200,9 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 	if want := ix.head.Version() + 1; next.Version() != want {
 		return fmt.Errorf("%w: version %d after head %d", ErrIndexGap, next.Version(), ix.head.Version())
 	}
-	st := indexStep{version: next.Version(), txn: txnUUID}
+	// The uuid is copied: a decoded one is its staged body's own bytes,
+	// which the index would otherwise keep alive as long as the step.
+	st := indexStep{version: next.Version(), txn: strings.Clone(txnUUID)}
 	from := len(ix.ids)
 	a, b := ix.head.list, next.list
 	if hp, np := ix.head.packed, next.packed; hp != nil && np != nil && hp.pre == np.pre {

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
+	"unsafe"
 
 	"cellguard/proto/lancepb"
 	"cellguard/table"
@@ -406,4 +409,47 @@ func TestChangeIndexFreshAppends(t *testing.T) {
 		}
 		checkViews(t, ix, h.mans, h.ids)
 	}
+}
+
+// TestChangeIndexKeepsNoCallersUUIDBytes: the index keeps a copy of each
+// step's transaction uuid, not the caller's bytes (a decoded uuid is its
+// staged body's own, which the index must not keep alive).
+func TestChangeIndexKeepsNoCallersUUIDBytes(t *testing.T) {
+	h := newIndexHistory(t, 7, 4)
+	ix := table.NewChangeIndex(h.head(), table.IndexLimits{})
+	for range 100 {
+		m := h.step(t)
+		want := h.uuids[m.Version()]
+		body := []byte("body:" + want)
+		released := make(chan struct{})
+		runtime.AddCleanup(&body[0], func(ch chan struct{}) { close(ch) }, released)
+		if err := ix.Advance(m, unsafe.String(&body[5], len(body)-5)); err != nil {
+			t.Fatal(err)
+		}
+		body = nil
+		if _, ok := ix.Txn(m.Version()); !ok {
+			continue // a version that changed nothing: no step kept
+		}
+		awaitReleased(t, released, "the uuid's bytes")
+		if u, _ := ix.Txn(m.Version()); u != want {
+			t.Fatalf("Txn(%d) = %q; want %q", m.Version(), u, want)
+		}
+		return
+	}
+	t.Fatal("no version of the history changed anything")
+}
+
+// awaitReleased collects garbage until released is closed (an object's
+// cleanup ran), or fails: what names it is still reachable.
+func awaitReleased(t *testing.T, released <-chan struct{}, what string) {
+	t.Helper()
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-released:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s still reachable after 20 collections", what)
 }

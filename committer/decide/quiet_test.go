@@ -2,8 +2,11 @@ package decide
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -123,4 +126,44 @@ func headBytes(t *testing.T, st *State) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestQuietStateKeepsNoStagedBody: the strings a decision decodes are
+// its staged body's own bytes; once a creation and an append are
+// committed and the state is made quiet with its caches dropped, neither
+// body is reachable from the state.
+func TestQuietStateKeepsNoStagedBody(t *testing.T) {
+	h := newMemHistory()
+	st := NewState("bodies", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}, h)
+	for i, txn := range []*lancepb.Transaction{createTxn(newUUID()), appendTxn(newUUID(), 1)} {
+		body := mustMarshal(t, txn)
+		released := make(chan struct{})
+		runtime.AddCleanup(&body[0], func(ch chan struct{}) { close(ch) }, released)
+		m := st.Mark()
+		seq := st.LastTxnSeq + 1
+		v := st.Decide(t.Context(), Staged{Seq: seq, Data: body})
+		if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Fatalf("txn %d: %v", i, v.Rec)
+		}
+		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+		st.Quiet()
+		st.DropCaches()
+		body, v = nil, Verdict{}
+		awaitReleased(t, released, fmt.Sprintf("txn %d's staged body", i))
+	}
+}
+
+// awaitReleased collects garbage until released is closed (an object's
+// cleanup ran), or fails: what names it is still reachable.
+func awaitReleased(t *testing.T, released <-chan struct{}, what string) {
+	t.Helper()
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-released:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s still reachable after 20 collections", what)
 }

@@ -278,7 +278,7 @@ func (s *State) Rollback(m Mark) {
 	for _, id := range s.journal[m.journal:] {
 		s.Decided.remove(id)
 	}
-	s.journal = s.journal[:m.journal]
+	s.truncateJournal(m.journal)
 	for v := m.Versions + 1; v <= s.VersionSeq.Top(); v++ {
 		s.dropManifest(v)
 		s.dropTxn(v)
@@ -303,7 +303,7 @@ func (s *State) Rollback(m Mark) {
 // sequence seqs[i].
 func (s *State) Commit(m Mark, recs []*cellguardpb.Decision, seqs []uint64) {
 	s.stored(recs, seqs)
-	s.journal = s.journal[:0]
+	s.truncateJournal(0)
 	s.evict()
 	s.evictByCost()
 	s.FitBudget()
@@ -316,7 +316,8 @@ func (s *State) Commit(m Mark, recs []*cellguardpb.Decision, seqs []uint64) {
 // is consulted once nothing is provisional (commit).
 func (s *State) CommitUnder(m Mark, recs []*cellguardpb.Decision, seqs []uint64, next *Mark) {
 	s.stored(recs, seqs)
-	s.journal = append(s.journal[:0], s.journal[next.journal:]...)
+	n := copy(s.journal, s.journal[next.journal:])
+	s.truncateJournal(n)
 	next.journal, next.LastDecSeq = 0, s.LastDecSeq
 	if next.Head != nil {
 		s.evictUpTo(next.Head.Version())
@@ -430,4 +431,13 @@ func (s *State) Advance(ctx context.Context, r logrec.Record) error {
 	s.evict()
 	s.evictByCost()
 	return nil
+}
+
+// truncateJournal keeps the journal's first n uuids and clears the slots
+// after them: a uuid decoded from a staged body is that body's own bytes
+// (table.Decoder), and a slot left behind would keep the whole body, a
+// creation's tens of KiB, alive until a later decision overwrote it.
+func (s *State) truncateJournal(n int) {
+	clear(s.journal[n:])
+	s.journal = s.journal[:n]
 }
