@@ -185,7 +185,9 @@ loop:
 		case runErr = <-c.fatal:
 			break loop
 		case now := <-sweep.C:
-			c.sweepDatasets(now)
+			if !c.cfg.noSweep {
+				c.sweepDatasets(now)
+			}
 		case <-tick.C:
 			if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
 				c.log.Warn("discover", "err", err)

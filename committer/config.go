@@ -207,6 +207,9 @@ type Config struct {
 	// (coalesce.go) is about to be sent, with its datasets, and whether
 	// they share one atomic batch.
 	roundHook func(datasets []string, shared bool)
+	// noSweep, when set (tests only), keeps Run from sweeping: no dataset
+	// is quieted or evicted by time.
+	noSweep bool
 }
 
 // Step names a point in the commit protocol, for crash injection.

@@ -113,3 +113,36 @@ func TestQuietDatasetPackedThenDecided(t *testing.T) {
 		t.Fatalf("the protected append: %v, want version 7", got)
 	}
 }
+
+// TestCreationIsQuietAtOnce: the batch that creates a dataset, with
+// nothing of it queued after, leaves its state quiet (head packed,
+// decoder dropped) without waiting for a sweep; a later append, which
+// reads nothing of the head, leaves it to the sweep.
+func TestCreationIsQuietAtOnce(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	cfg.noSweep = true
+	r := start(t, srv.URL(), cfg)
+	ds := "fresh"
+	ids := createAll(t, js, []string{ds})
+	checkLogWait(t, js, ds, ids[ds])
+	r.c.mu.Lock()
+	w := r.c.workers[ds]
+	r.c.mu.Unlock()
+	// The decider holds w.mu from before the append to after the batch:
+	// loaded waits for it.
+	if ok, quiet := loaded(w); !ok || !quiet {
+		t.Errorf("after its creation: loaded %t, quiet %t; want a quiet state", ok, quiet)
+	}
+	id := newUUID()
+	ids[ds] = append(ids[ds], id)
+	stage(t, js, ds, id, mustMarshal(t, appendTxn(id, 1)))
+	checkLogWait(t, js, ds, ids[ds])
+	if ok, quiet := loaded(w); !ok || quiet {
+		t.Errorf("after an append: loaded %t, quiet %t; want a state the sweep quiets", ok, quiet)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

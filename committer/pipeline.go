@@ -107,6 +107,7 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 			if perr != nil {
 				return next.items, perr
 			}
+			w.quietCreated(start)
 			return nil, nil
 		}
 		cur = next
@@ -334,4 +335,25 @@ func (w *worker) requeueFront(items []item) {
 	w.qmu.Lock()
 	w.queue = append(items[:len(items):len(items)], w.queue...)
 	w.qmu.Unlock()
+}
+
+// quietCreated makes a dataset that these batches created quiet at once
+// when nothing more of it is queued, instead of at the sweep a second
+// later (idle.go). A creation leaves its whole head decoded, and the
+// decoder's block it was decoded into: for a table created with many
+// fragments tens of KiB, which a set-up creating thousands of tables a
+// second would otherwise hold for each of them at once. Packing now costs
+// what the sweep's packing would, and what usually follows a creation,
+// nothing or appends, builds on the packed head without decoding it
+// (docs/design.md §5.5).
+func (w *worker) quietCreated(start *table.Manifest) {
+	if start != nil || w.st.Head == nil {
+		return
+	}
+	w.qmu.Lock()
+	waiting := len(w.queue)
+	w.qmu.Unlock()
+	if waiting == 0 {
+		w.st.Quiet()
+	}
 }
