@@ -19,10 +19,10 @@ import (
 // as always, or rejected READ_VERSION_TOO_OLD.
 //
 // Workers own their state, so one never touches another's caches: a
-// request to drop them is a signal the owner handles between batches
-// (before its next batch, or at the committer's sweep: idle.go). The
-// budget queues the shares it asks, so the sweep serves those and looks
-// at no other dataset.
+// request to drop them is a signal handled between batches, under the
+// worker's lock (before its next batch, or by the committer's loop, which
+// the budget wakes when it asks: idle.go). The budget queues the shares
+// it asks, so the loop serves those and looks at no other dataset.
 
 // cacheBudget is the budget shared by all of a committer's datasets.
 type cacheBudget struct {
@@ -36,6 +36,9 @@ type cacheBudget struct {
 	// askedQ holds the shares asked since the sweep last took them
 	// (takeAsked), each once: the sweep serves just those.
 	askedQ []*budgetShare
+	// wake tells the committer's loop that shares were asked: it serves
+	// them at once rather than at its next sweep. Buffered, never closed.
+	wake chan struct{}
 }
 
 // budgetShare is one dataset's part of the budget. Its fields other than
@@ -52,7 +55,7 @@ type budgetShare struct {
 }
 
 func newCacheBudget(limit int) *cacheBudget {
-	return &cacheBudget{limit: limit, lru: list.New(), shares: map[string]*budgetShare{}}
+	return &cacheBudget{limit: limit, lru: list.New(), shares: map[string]*budgetShare{}, wake: make(chan struct{}, 1)}
 }
 
 // join returns a new share for ds, replacing (and releasing) any earlier
@@ -126,6 +129,10 @@ func (s *budgetShare) askLocked() {
 	default: // a request is already waiting
 	}
 	s.queueLocked()
+	select {
+	case b.wake <- struct{}{}:
+	default: // the loop is told already
+	}
 }
 
 // queueLocked puts the share in askedQ unless it is there.
@@ -134,6 +141,16 @@ func (s *budgetShare) queueLocked() {
 		s.queued = true
 		s.b.askedQ = append(s.b.askedQ, s)
 	}
+}
+
+// askedSignal returns the channel that says shares were asked to drop their
+// caches since the committer's loop last served them; nil without a
+// budget.
+func (b *cacheBudget) askedSignal() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.wake
 }
 
 // takeAsked returns the shares asked since the last call, and empties

@@ -188,6 +188,8 @@ loop:
 			if !c.cfg.noSweep {
 				c.sweepDatasets(now)
 			}
+		case <-c.budget.askedSignal():
+			c.honorCacheRequests()
 		case <-tick.C:
 			if err := c.discover(runCtx); err != nil && runCtx.Err() == nil {
 				c.log.Warn("discover", "err", err)

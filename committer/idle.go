@@ -13,7 +13,11 @@ import (
 // what a dataset costs in memory. The next message of the dataset loads
 // it again from the newest checkpoint and the log, exactly as at start.
 // A dataset asked by the shared cache budget (budget.go) to drop its
-// caches does so at the next sweep, or before its next batch.
+// caches does so before its next batch, or sooner: the committer's loop
+// serves the requests as soon as the budget makes them (and again at
+// each sweep for the datasets that were busy). A set-up creating
+// thousands of tables a second asks as many datasets a second, which
+// would otherwise hold their caches past the budget until the sweep.
 //
 // A dataset quiet for quietAfter (1 s), well before IdleEvict, keeps its
 // state but makes it small (decide.State.Quiet): its head manifest is
