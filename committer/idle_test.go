@@ -146,3 +146,36 @@ func TestCreationIsQuietAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCacheRequestsServedWithoutASweep: datasets the budget asks to drop
+// their caches do so before any sweep (the committer's loop is woken),
+// though none of them gets another batch.
+func TestCacheRequestsServedWithoutASweep(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	cfg := testConfig()
+	cfg.noSweep = true
+	cfg.CacheBytes = 1 << 10
+	r := start(t, srv.URL(), cfg)
+	datasets := dsNames("b", 12)
+	ids := createAll(t, js, datasets)
+	for _, ds := range datasets {
+		checkLogWait(t, js, ds, ids[ds])
+	}
+	b := r.c.budget
+	unserved := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.asked
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for unserved() > 0 || b.used() > cfg.CacheBytes {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the last creation, %d bytes of caches asked to go are not dropped; %d held against a budget of %d", unserved(), b.used(), cfg.CacheBytes)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
