@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
-	"time"
 	"unsafe"
 
+	"cellguard/internal/gctest"
 	"cellguard/proto/lancepb"
 	"cellguard/table"
 )
@@ -421,8 +420,7 @@ func TestChangeIndexKeepsNoCallersUUIDBytes(t *testing.T) {
 		m := h.step(t)
 		want := h.uuids[m.Version()]
 		body := []byte("body:" + want)
-		released := make(chan struct{})
-		runtime.AddCleanup(&body[0], func(ch chan struct{}) { close(ch) }, released)
+		released := gctest.Watch(&body[0])
 		if err := ix.Advance(m, unsafe.String(&body[5], len(body)-5)); err != nil {
 			t.Fatal(err)
 		}
@@ -430,26 +428,11 @@ func TestChangeIndexKeepsNoCallersUUIDBytes(t *testing.T) {
 		if _, ok := ix.Txn(m.Version()); !ok {
 			continue // a version that changed nothing: no step kept
 		}
-		awaitReleased(t, released, "the uuid's bytes")
+		gctest.AwaitReleased(t, released, "the uuid's bytes")
 		if u, _ := ix.Txn(m.Version()); u != want {
 			t.Fatalf("Txn(%d) = %q; want %q", m.Version(), u, want)
 		}
 		return
 	}
 	t.Fatal("no version of the history changed anything")
-}
-
-// awaitReleased collects garbage until released is closed (an object's
-// cleanup ran), or fails: what names it is still reachable.
-func awaitReleased(t *testing.T, released <-chan struct{}, what string) {
-	t.Helper()
-	for range 20 {
-		runtime.GC()
-		select {
-		case <-released:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s still reachable after 20 collections", what)
 }

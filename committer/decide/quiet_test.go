@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/gctest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
 )
@@ -137,8 +136,7 @@ func TestQuietStateKeepsNoStagedBody(t *testing.T) {
 	st := NewState("bodies", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}, h)
 	for i, txn := range []*lancepb.Transaction{createTxn(newUUID()), appendTxn(newUUID(), 1)} {
 		body := mustMarshal(t, txn)
-		released := make(chan struct{})
-		runtime.AddCleanup(&body[0], func(ch chan struct{}) { close(ch) }, released)
+		released := gctest.Watch(&body[0])
 		m := st.Mark()
 		seq := st.LastTxnSeq + 1
 		v := st.Decide(t.Context(), Staged{Seq: seq, Data: body})
@@ -149,21 +147,6 @@ func TestQuietStateKeepsNoStagedBody(t *testing.T) {
 		st.Quiet()
 		st.DropCaches()
 		body, v = nil, Verdict{}
-		awaitReleased(t, released, fmt.Sprintf("txn %d's staged body", i))
+		gctest.AwaitReleased(t, released, fmt.Sprintf("txn %d's staged body", i))
 	}
-}
-
-// awaitReleased collects garbage until released is closed (an object's
-// cleanup ran), or fails: what names it is still reachable.
-func awaitReleased(t *testing.T, released <-chan struct{}, what string) {
-	t.Helper()
-	for range 20 {
-		runtime.GC()
-		select {
-		case <-released:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s still reachable after 20 collections", what)
 }
