@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
+	"cellguard/internal/logrec"
 	"cellguard/internal/subject"
 	"cellguard/proto/cellguardpb"
 )
@@ -25,6 +26,9 @@ func Parse(sc subject.Scheme, seq uint64, subj string, h nats.Header, data []byt
 	d := &cellguardpb.Decision{}
 	if err := proto.Unmarshal(data, d); err != nil {
 		return Record{}, fmt.Errorf("declog: record %d: %w: decode decision: %v", seq, ErrMalformedRecord, err)
+	}
+	if err := logrec.Expand(d); err != nil {
+		return Record{}, fmt.Errorf("declog: record %d: %w: %v", seq, ErrMalformedRecord, err)
 	}
 	if d.GetOutcome() != r.Outcome || d.GetDataset() != ds {
 		return Record{}, fmt.Errorf("declog: record %d: %w: body says %s of %q on subject %s", seq, ErrMalformedRecord, d.GetOutcome(), d.GetDataset(), subj)

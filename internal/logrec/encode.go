@@ -6,7 +6,7 @@ package logrec
 // (or index section).
 // The bytes are exactly proto.Marshal's (its order is by field number, and
 // a Decision has no map); TestEncodeMatchesMarshal checks it on generated
-// records. Anything else, a string that is not UTF-8 included (Marshal
+// records. A large transaction is then compressed (compress.go). Anything else, a string that is not UTF-8 included (Marshal
 // refuses it), is left to proto.Marshal.
 
 import (
@@ -55,9 +55,10 @@ func encodePlain(d *cellguardpb.Decision) []byte {
 // t, a staged transaction with its read version set. It sets
 // d.Transaction to t's bytes, which it writes straight into the record's
 // body, d.Transaction a slice of it: one allocation and one copy of the
-// transaction instead of two. d must not have a transaction yet.
+// transaction instead of two. d must not have a transaction yet. A
+// transaction large enough to be compressed (Encode) is copied instead.
 func EncodeLanded(d *cellguardpb.Decision, t table.Landed) (Encoded, error) {
-	if !plainDecision(d) || len(d.Transaction) > 0 || t.Len() == 0 {
+	if !plainDecision(d) || len(d.Transaction) > 0 || t.Len() == 0 || t.Len() >= compressMin {
 		d.Transaction = t.Bytes()
 		return Encode(d)
 	}

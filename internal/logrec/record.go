@@ -58,16 +58,20 @@ type Encoded struct {
 	Body     []byte
 }
 
-// Encode encodes d once, for AppendEncoded.
+// Encode encodes d once, for AppendEncoded. A large transaction is
+// stored compressed (compressTxn); d keeps it plain.
 func Encode(d *cellguardpb.Decision) (Encoded, error) {
+	if len(d.GetTransactionZstd()) > 0 {
+		return Encoded{}, fmt.Errorf("declog: encode decision: the transaction is compressed by the log, not by its writer")
+	}
 	if plainDecision(d) {
-		return Encoded{Decision: d, Body: encodePlain(d)}, nil
+		return Encoded{Decision: d, Body: compressTxn(encodePlain(d), d.Transaction)}, nil
 	}
 	body, err := proto.Marshal(d)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("declog: encode decision: %w", err)
 	}
-	return Encoded{Decision: d, Body: body}, nil
+	return Encoded{Decision: d, Body: compressTxn(body, d.Transaction)}, nil
 }
 
 // Checkpoint is a trusted manifest snapshot: the manifest of Version and

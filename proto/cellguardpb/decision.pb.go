@@ -473,8 +473,15 @@ type Decision struct {
 	// Adoption only: the cellguard.lance.IndexSection bytes of the adopted
 	// version (absent when it has no index).
 	AdoptedIndexSection []byte `protobuf:"bytes,16,opt,name=adopted_index_section,json=adoptedIndexSection,proto3" json:"adopted_index_section,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// transaction, compressed: a Zstandard frame (RFC 8878, with its content
+	// size) of the bytes field 5 would carry. A record sets at most one of
+	// transaction and transaction_zstd; the log's writer sets this one when
+	// the transaction is large and compresses well. Readers expand it
+	// before anything else, and treat a record that sets both, or whose
+	// frame does not decode, as malformed.
+	TransactionZstd []byte `protobuf:"bytes,17,opt,name=transaction_zstd,json=transactionZstd,proto3" json:"transaction_zstd,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -615,6 +622,13 @@ func (x *Decision) GetAdoptedManifest() []byte {
 func (x *Decision) GetAdoptedIndexSection() []byte {
 	if x != nil {
 		return x.AdoptedIndexSection
+	}
+	return nil
+}
+
+func (x *Decision) GetTransactionZstd() []byte {
+	if x != nil {
+		return x.TransactionZstd
 	}
 	return nil
 }
@@ -785,7 +799,7 @@ const file_decision_proto_rawDesc = "" +
 	"\vsample_rows\x18\x05 \x03(\rR\n" +
 	"sampleRows\x12'\n" +
 	"\x0fculprit_version\x18\x06 \x01(\x04R\x0eculpritVersion\x12(\n" +
-	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\x86\x05\n" +
+	"\x10culprit_txn_uuid\x18\a \x01(\tR\x0eculpritTxnUuid\"\xb1\x05\n" +
 	"\bDecision\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
 	"\btxn_uuid\x18\x02 \x01(\tR\atxnUuid\x12/\n" +
@@ -805,7 +819,8 @@ const file_decision_proto_rawDesc = "" +
 	"\x11conflict_txn_uuid\x18\r \x01(\tR\x0fconflictTxnUuid\x12B\n" +
 	"\x0edataset_config\x18\x0e \x01(\v2\x1b.cellguard.v1.DatasetConfigR\rdatasetConfig\x12)\n" +
 	"\x10adopted_manifest\x18\x0f \x01(\fR\x0fadoptedManifest\x122\n" +
-	"\x15adopted_index_section\x18\x10 \x01(\fR\x13adoptedIndexSection\"\x90\x03\n" +
+	"\x15adopted_index_section\x18\x10 \x01(\fR\x13adoptedIndexSection\x12)\n" +
+	"\x10transaction_zstd\x18\x11 \x01(\fR\x0ftransactionZstd\"\x90\x03\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x18\n" +
