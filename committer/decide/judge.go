@@ -55,12 +55,23 @@ func (s *State) Decide(ctx context.Context, in Staged) Verdict {
 	if enc, err := v.encode(); err == nil {
 		v.body = enc.Body
 	}
+	if v.Next != nil && !v.borrowed && len(v.Rec.Transaction) >= keepEncodedMin {
+		// Kept encoded, as a borrowed one is: decoded, a creation of
+		// hundreds of fragments takes several times its bytes, and
+		// nothing needs that decoding once its head is built.
+		v.borrowed, borrowed = true, true
+	}
 	s.record(v, key, in.Seq)
 	if borrowed {
 		v.Txn = nil // the next decode reuses it; rec.Transaction is its encoding
 	}
 	return v
 }
+
+// keepEncodedMin is the encoded size from which a committed transaction
+// is kept in the window as its encoding (windowTxn), decoded again only if
+// a later decision asks for it.
+const keepEncodedMin = 4 << 10
 
 // identify finds the transaction's identity: the body's uuid when it
 // decodes and is a valid id, else the Nats-Msg-Id the producer set when

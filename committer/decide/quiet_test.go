@@ -11,6 +11,7 @@ import (
 	"cellguard/internal/gctest"
 	"cellguard/proto/cellguardpb"
 	"cellguard/proto/lancepb"
+	"cellguard/table"
 )
 
 // TestQuietStateDecidesAlike decides one random stream of appends,
@@ -148,5 +149,58 @@ func TestQuietStateKeepsNoStagedBody(t *testing.T) {
 		st.DropCaches()
 		body, v = nil, Verdict{}
 		gctest.AwaitReleased(t, released, fmt.Sprintf("txn %d's staged body", i))
+	}
+}
+
+// TestLargeCommittedTxnKeptEncoded: a committed transaction of
+// keepEncodedMin bytes or more stays in the window as its encoding, not
+// decoded; the verdict hands it out decoded again on request, and a later
+// decision that conflicts with it still names it.
+func TestLargeCommittedTxnKeptEncoded(t *testing.T) {
+	st := NewState("large", Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}, newMemHistory())
+	overwrite := func(rv uint64) *lancepb.Transaction {
+		txn := createTxn(newUUID())
+		txn.ReadVersion = rv
+		ow := txn.GetOverwrite()
+		for i := range 127 {
+			ow.Fragments = append(ow.Fragments, dataFragment(fmt.Sprintf("data/part-%04d-%s.lance", i, newUUID()), 100))
+		}
+		return txn
+	}
+	decide := func(seq uint64, txn *lancepb.Transaction) Verdict {
+		t.Helper()
+		m := st.Mark()
+		v := st.Decide(t.Context(), Staged{Seq: seq, Data: mustMarshal(t, txn)})
+		st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+		return v
+	}
+	for seq, txn := range []*lancepb.Transaction{overwrite(0), overwrite(1)} {
+		if n := len(mustMarshal(t, txn)); n < keepEncodedMin {
+			t.Fatalf("overwrite is %d bytes, want at least %d", n, keepEncodedMin)
+		}
+		v := decide(uint64(seq+1), txn)
+		if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Fatalf("overwrite %d: %v", seq, v.Rec)
+		}
+		if v.Txn != nil {
+			t.Errorf("overwrite %d: the verdict holds it decoded", seq)
+		}
+		want := proto.CloneOf(txn)
+		if got := mustCommitted(t, v); !proto.Equal(got, want) {
+			t.Errorf("overwrite %d: committed transaction decodes to %v, want %v", seq, got, want)
+		}
+		w, ok := st.Txns.get(v.Rec.GetVersion())
+		if !ok || w.v.txn != nil || !bytes.Equal(w.v.enc, v.Rec.GetTransaction()) {
+			t.Fatalf("window at version %d: present %v, decoded %v, %d bytes encoded", v.Rec.GetVersion(), ok, w.v.txn != nil, len(w.v.enc))
+		}
+	}
+	second := st.Txns.slot(2).v.v.enc
+	late := appendTxn(newUUID(), 1) // read before the second overwrite: conflicts with it
+	v := decide(3, late)
+	if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_REJECTED || v.Rec.GetConflictVersion() != 2 {
+		t.Fatalf("append read at version 1: %v", v.Rec)
+	}
+	if txn, _, err := table.DecodeTransaction(second); err != nil || v.Rec.GetConflictTxnUuid() != txn.GetUuid() {
+		t.Errorf("append read at version 1 names %q as the conflict (%v)", v.Rec.GetConflictTxnUuid(), err)
 	}
 }

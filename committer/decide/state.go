@@ -41,8 +41,8 @@ type Verdict struct {
 	// encoded (verdict.encode). Zero otherwise.
 	landed table.Landed
 	// borrowed: txn lives in the state's decoder (table.Decoder), which
-	// the next decode reuses. The window keeps rec.Transaction instead,
-	// and decide returns txn nil.
+	// the next decode reuses, or is large (keepEncodedMin). The window
+	// keeps rec.Transaction instead, and decide returns txn nil.
 	borrowed bool
 }
 
