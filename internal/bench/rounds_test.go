@@ -87,6 +87,7 @@ func TestBenchRounds(t *testing.T) {
 	if rep.Rounds != 2 || len(rep.Runs) != 4 || len(rep.Summary) != 2 {
 		t.Fatalf("rounds %d, %d runs, %d summary records; want 2, 4, 2", rep.Rounds, len(rep.Runs), len(rep.Summary))
 	}
+	checkAllocated(t, rep.Runs)
 	for i, r := range rep.Runs {
 		checkBenchRecord(t, r)
 		if want := 1 + i/2; r.Round != want {
