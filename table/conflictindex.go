@@ -300,12 +300,13 @@ func scopeOf(ours *lancepb.Transaction, op Op) (always opSet, frags []uint64) {
 // few entries it held: a steady window of versions allocated as it
 // slid. pushSlid moves the entries back to the start of the array
 // instead, and makes an array twice as long only when they fill more than
-// half of it. s must be nil or a slice of *arr.
+// half of it; the first array holds 4 (most states of a many-dataset
+// committer keep a few versions). s must be nil or a slice of *arr.
 func pushSlid[T any](s []T, arr *[]T, v T) []T {
 	if len(s) == cap(s) {
 		a := *arr
 		if len(s) > len(a)/2 {
-			a = make([]T, max(2*len(s), 16))
+			a = make([]T, max(2*len(s), 4))
 			*arr = a
 		}
 		n := copy(a, s)

@@ -18,6 +18,9 @@ type versionWindow[T any] struct {
 	slots []windowSlot[T]
 }
 
+// minSlots is the smallest ring a window allocates.
+const minSlots = 4
+
 type windowSlot[T any] struct {
 	v  T
 	ok bool
@@ -94,19 +97,22 @@ func (w *versionWindow[T]) remove(v uint64) (T, bool) {
 	for w.n > 0 && !w.slot(w.first+uint64(w.n)-1).ok { // and ends at the newest
 		w.n--
 	}
-	if w.count == 0 && len(w.slots) > 64 {
+	if w.count == 0 && len(w.slots) > minSlots {
 		w.slots = nil // an emptied window (dropped caches) gives its ring back
 	}
 	return x, true
 }
 
 // reserve makes room for a span of n versions, keeping the ring's order.
-// The slots beyond the current span are empty.
+// The slots beyond the current span are empty. The ring starts at
+// minSlots and doubles: most of a many-dataset committer's states hold a
+// few versions, and their rings are a fair share of what such a state
+// costs.
 func (w *versionWindow[T]) reserve(n int) {
 	if n <= len(w.slots) {
 		return
 	}
-	slots := make([]windowSlot[T], 1<<bits.Len(uint(max(n, 16)-1))) // a power of two: see wrap
+	slots := make([]windowSlot[T], 1<<bits.Len(uint(max(n, minSlots)-1))) // a power of two: see wrap
 	for i := range w.n {
 		slots[i] = w.slots[w.wrap(w.head+i)]
 	}

@@ -73,3 +73,34 @@ func TestVersionWindowMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionWindowRingFitsItsSpan checks the ring's size: a window of a
+// few versions costs a few slots, one of a few hundred the next power of
+// two, and an emptied window that had grown holds none.
+func TestVersionWindowRingFitsItsSpan(t *testing.T) {
+	var w versionWindow[int]
+	for v := uint64(7); v < 10; v++ {
+		w.set(v, int(v))
+	}
+	if len(w.slots) != minSlots {
+		t.Fatalf("3 versions: %d slots; want %d", len(w.slots), minSlots)
+	}
+	for v := uint64(10); v < 307; v++ {
+		w.set(v, int(v))
+	}
+	if len(w.slots) != 512 {
+		t.Fatalf("300 versions: %d slots; want 512", len(w.slots))
+	}
+	for v := uint64(7); v < 307; v++ {
+		if x, ok := w.remove(v); !ok || x != int(v) {
+			t.Fatalf("remove(%d) = %d, %v", v, x, ok)
+		}
+	}
+	if w.slots != nil || w.len() != 0 {
+		t.Fatalf("emptied: %d slots, %d held; want none", len(w.slots), w.len())
+	}
+	w.set(5, 5)
+	if x, ok := w.get(5); !ok || x != 5 || len(w.slots) != minSlots {
+		t.Fatalf("set after emptied: get(5) = %d, %v; %d slots", x, ok, len(w.slots))
+	}
+}
