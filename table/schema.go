@@ -1,6 +1,13 @@
 package table
 
 import (
+	"encoding/binary"
+	"runtime"
+	"sync"
+	"weak"
+
+	"google.golang.org/protobuf/proto"
+
 	"cellguard/proto/lancepb"
 )
 
@@ -14,7 +21,26 @@ type Schema struct {
 // NewSchema checks fields and builds a Schema over them. Field ids must be
 // non-negative and unique, and every parent id must be -1 or name another
 // field. The fields are not copied: the caller must not modify them later.
+//
+// Schemas of the same fields are one Schema while any is in use (the
+// returned Schema may hold another caller's equal fields): a committer
+// serving thousands of tables of a few schemas holds each schema once,
+// where a copy per table would cost about a KiB each.
 func NewSchema(fields []*lancepb.Field) (*Schema, error) {
+	key, ok := schemaKey(fields)
+	if ok {
+		if s := schemas.get(key); s != nil {
+			return s, nil
+		}
+	}
+	s, err := buildSchema(fields)
+	if err != nil || !ok {
+		return s, err
+	}
+	return schemas.put(key, s), nil
+}
+
+func buildSchema(fields []*lancepb.Field) (*Schema, error) {
 	const op = "build schema"
 	s := &Schema{fields: fields, byID: make(map[int32]*lancepb.Field, len(fields))}
 	for _, f := range fields {
@@ -34,6 +60,62 @@ func NewSchema(fields []*lancepb.Field) (*Schema, error) {
 		}
 	}
 	return s, nil
+}
+
+// schemaKey is the identity of fields: each one's deterministic encoding,
+// length first. Fields with a nil entry, or that do not encode, have none
+// and are never shared.
+func schemaKey(fields []*lancepb.Field) (string, bool) {
+	opts := proto.MarshalOptions{Deterministic: true}
+	var b []byte
+	for _, f := range fields {
+		if f == nil {
+			return "", false
+		}
+		b = binary.AppendUvarint(b, uint64(opts.Size(f)))
+		var err error
+		if b, err = opts.MarshalAppend(b, f); err != nil {
+			return "", false
+		}
+	}
+	return string(b), true
+}
+
+// schemas holds the schemas in use by their fields' key, weakly: a
+// schema no table holds any more is collected, and its entry with it.
+var schemas = schemaSet{m: map[string]weak.Pointer[Schema]{}}
+
+type schemaSet struct {
+	mu sync.Mutex
+	m  map[string]weak.Pointer[Schema]
+}
+
+func (ss *schemaSet) get(key string) *Schema {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.m[key].Value()
+}
+
+// put returns the schema in use under key, or s, which it records.
+func (ss *schemaSet) put(key string, s *Schema) *Schema {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if in := ss.m[key].Value(); in != nil {
+		return in
+	}
+	ss.m[key] = weak.Make(s)
+	runtime.AddCleanup(s, ss.forget, key)
+	return s
+}
+
+// forget drops key's entry once its schema is collected (unless another
+// schema took the key meanwhile).
+func (ss *schemaSet) forget(key string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if p, ok := ss.m[key]; ok && p.Value() == nil {
+		delete(ss.m, key)
+	}
 }
 
 // Field returns the field with the given id.
