@@ -2,7 +2,6 @@ package table
 
 import (
 	"encoding/binary"
-	"runtime"
 	"sync"
 	"weak"
 
@@ -82,12 +81,14 @@ func schemaKey(fields []*lancepb.Field) (string, bool) {
 }
 
 // schemas holds the schemas in use by their fields' key, weakly: a
-// schema no table holds any more is collected, and its entry with it.
+// schema no version holds any more is collected, and its entry is swept
+// once the set has doubled since its last sweep.
 var schemas = schemaSet{m: map[string]weak.Pointer[Schema]{}}
 
 type schemaSet struct {
-	mu sync.Mutex
-	m  map[string]weak.Pointer[Schema]
+	mu    sync.Mutex
+	m     map[string]weak.Pointer[Schema]
+	swept int // entries after the last sweep
 }
 
 func (ss *schemaSet) get(key string) *Schema {
@@ -103,19 +104,16 @@ func (ss *schemaSet) put(key string, s *Schema) *Schema {
 	if in := ss.m[key].Value(); in != nil {
 		return in
 	}
-	ss.m[key] = weak.Make(s)
-	runtime.AddCleanup(s, ss.forget, key)
-	return s
-}
-
-// forget drops key's entry once its schema is collected (unless another
-// schema took the key meanwhile).
-func (ss *schemaSet) forget(key string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if p, ok := ss.m[key]; ok && p.Value() == nil {
-		delete(ss.m, key)
+	if len(ss.m) >= max(2*ss.swept, 64) {
+		for k, p := range ss.m {
+			if p.Value() == nil {
+				delete(ss.m, k)
+			}
+		}
+		ss.swept = len(ss.m)
 	}
+	ss.m[key] = weak.Make(s)
+	return s
 }
 
 // Field returns the field with the given id.
