@@ -211,8 +211,15 @@ func (v Version) Exec(ctx context.Context, work, script string, input any) ([]by
 	if err != nil {
 		return nil, fmt.Errorf("lancedbtest: encode input: %w", err)
 	}
+	// LanceDB leaves empty temporary directories behind; in work they
+	// go with it.
+	tmp := filepath.Join(work, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("lancedbtest: temporary directory: %w", err)
+	}
 	cmd := exec.CommandContext(ctx, "node", path)
 	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
