@@ -62,16 +62,24 @@ func buildSchema(fields []*lancepb.Field) (*Schema, error) {
 }
 
 // schemaKey is the identity of fields: each one's deterministic encoding,
-// length first. Fields with a nil entry, or that do not encode, have none
-// and are never shared.
+// length first. Fields with a nil entry, that do not encode, or whose
+// encodings pass maxSchemaKey have none and are never shared.
 func schemaKey(fields []*lancepb.Field) (string, bool) {
 	opts := proto.MarshalOptions{Deterministic: true}
-	var b []byte
-	for _, f := range fields {
+	sizes := make([]int, len(fields))
+	n := 0
+	for i, f := range fields {
 		if f == nil {
 			return "", false
 		}
-		b = binary.AppendUvarint(b, uint64(opts.Size(f)))
+		sizes[i] = opts.Size(f)
+		if n += binary.MaxVarintLen64 + sizes[i]; n > maxSchemaKey {
+			return "", false
+		}
+	}
+	b := make([]byte, 0, n)
+	for i, f := range fields {
+		b = binary.AppendUvarint(b, uint64(sizes[i]))
 		var err error
 		if b, err = opts.MarshalAppend(b, f); err != nil {
 			return "", false
@@ -79,6 +87,12 @@ func schemaKey(fields []*lancepb.Field) (string, bool) {
 	}
 	return string(b), true
 }
+
+// maxSchemaKey bounds the schemas shared: the key costs about the
+// schema's encoded size, and a table of thousands of columns, whose
+// versions each add one, would hold a key that size per version in its
+// window, for little to share.
+const maxSchemaKey = 16 << 10
 
 // schemas holds the schemas in use by their fields' key, weakly: a
 // schema no version holds any more is collected, and its entry is swept

@@ -29,3 +29,28 @@ func TestSchemaSetSweepsCollectedSchemas(t *testing.T) {
 		t.Fatalf("the set held %d entries for 2000 schemas dropped as they were built", peak)
 	}
 }
+
+// TestWideSchemaIsNotShared checks that a schema past maxSchemaKey is
+// built on its own each time, and a narrow one is shared.
+func TestWideSchemaIsNotShared(t *testing.T) {
+	fields := func(n int) []*lancepb.Field {
+		fs := make([]*lancepb.Field, n)
+		for i := range fs {
+			fs[i] = &lancepb.Field{Id: int32(i), ParentId: -1, Name: fmt.Sprintf("wide_column_%05d", i), LogicalType: "double"}
+		}
+		return fs
+	}
+	a, errA := NewSchema(fields(2000))
+	b, errB := NewSchema(fields(2000))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if a == b {
+		t.Fatal("a schema of 2000 columns was shared")
+	}
+	c, _ := NewSchema(fields(3))
+	d, _ := NewSchema(fields(3))
+	if c != d {
+		t.Fatal("a schema of 3 columns was not shared")
+	}
+}
