@@ -168,7 +168,6 @@ func TestSlug(t *testing.T) {
 	}
 }
 
-// checkBenchRecord checks what every run must have measured.
 // checkAllocated requires the runs together to have allocated: the
 // runtime counts a small allocation when its size class's span is
 // handed to a processor, so a run of a few transactions may count none,
@@ -184,6 +183,7 @@ func checkAllocated(t *testing.T, runs []benchRecord) {
 	}
 }
 
+// checkBenchRecord checks what every run must have measured.
 func checkBenchRecord(t *testing.T, r benchRecord) {
 	t.Helper()
 	switch {
