@@ -97,7 +97,10 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if os.Getenv("CELLGUARD_BENCH_LOG") != "" {
 		quiet = slog.New(slog.NewTextHandler(stderr, nil))
 	}
-	url, stop, err := startBenchServers(ctx, o.DataDir, o.Cluster, o.Sync)
+	// The server's own warnings and errors always reach stderr: they are
+	// what explains a run that fails on a server error.
+	serverLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	url, stop, err := startBenchServers(ctx, o.DataDir, o.Cluster, o.Sync, serverLog)
 	if err != nil {
 		return err
 	}
@@ -194,9 +197,10 @@ func serversLabel(nodes int) string {
 // startBenchServers starts one embedded server, or a loopback cluster of
 // nodes, with their stores under dir, and returns the client URLs and a
 // function that stops them. sync is every server's file store policy.
-func startBenchServers(ctx context.Context, dir string, nodes int, sync embedded.SyncPolicy) (string, func(), error) {
+// A single server's warnings and errors go to log.
+func startBenchServers(ctx context.Context, dir string, nodes int, sync embedded.SyncPolicy, log *slog.Logger) (string, func(), error) {
 	if nodes == 1 {
-		srv, err := embedded.StartNoAuth(dir, -1, sync)
+		srv, err := embedded.StartNoAuth(dir, -1, sync, log)
 		if err != nil {
 			return "", nil, err
 		}

@@ -21,6 +21,7 @@ import (
 // Each role's nkey seed is generated on first start under dataDir/creds
 // (mode 0600) and kept; an anonymous client is refused. sync is when the
 // file store reaches the disk (always, unless the operator opted out).
+// The server's warnings and errors go to log.
 func Start(dataDir string, port int, sync SyncPolicy, log *slog.Logger) (*Server, error) {
 	credsDir := filepath.Join(dataDir, "creds")
 	keys, err := credgen.Nkeys(credsDir, credgen.Roles)
@@ -55,7 +56,7 @@ func Start(dataDir string, port int, sync SyncPolicy, log *slog.Logger) (*Server
 	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
 	opts.JetStreamLimits = server.JSLimitOpts{DefaultMaxConsumers: -1}
 	sync.Apply(opts)
-	s, err := startServer(opts)
+	s, err := startServer(opts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -79,22 +80,25 @@ func (e *Server) Connect(role, name string) (*nats.Conn, error) {
 }
 
 // StartNoAuth starts an embedded server without accounts: only `bench`, which
-// measures raw JetStream in a temporary directory, uses it.
-func StartNoAuth(dataDir string, port int, sync SyncPolicy) (*server.Server, error) {
+// measures raw JetStream in a temporary directory, uses it. The server's
+// warnings and errors go to log.
+func StartNoAuth(dataDir string, port int, sync SyncPolicy, log *slog.Logger) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "cellguard-bench", Host: "127.0.0.1", Port: port, JetStream: true,
 		StoreDir: filepath.Join(dataDir, "jetstream"), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	sync.Apply(opts)
-	return startServer(opts)
+	return startServer(opts, log)
 }
 
-func startServer(opts *server.Options) (*server.Server, error) {
+// startServer starts a server of opts whose warnings and errors go to log.
+func startServer(opts *server.Options, log *slog.Logger) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	s.SetLogger(serverLog{log}, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
