@@ -590,3 +590,28 @@ func TestBenchCreateMatchesItsEncoding(t *testing.T) {
 		}
 	}
 }
+
+// CELLGUARD_BENCH_CPU_PROFILE profiles each run's transactions into a
+// file of its own, named by the run, for the single-dataset runs as for
+// the many-datasets ones' phases.
+func TestBenchPhaseProfiles(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "cpu")
+	t.Setenv("CELLGUARD_BENCH_CPU_PROFILE", prefix)
+	runBench(t, func(o *Options) {
+		o.Txns, o.Producers, o.Batches, o.Preconditions = 20, 2, []int{8}, []int{2}
+		o.Datasets, o.DatasetsTxns, o.Latency = []int{3}, 1, false
+	})
+	for _, name := range []string{
+		"raw-batch8", "committer-batch8", "committer-batch8-pre2",
+		"raw-setup-3", "raw-closed-3", "committer-setup-3", "committer-closed-3",
+	} {
+		b, err := os.ReadFile(prefix + "." + name)
+		if err != nil {
+			t.Errorf("profile %s: %v", name, err)
+			continue
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof writes gzip
+			t.Errorf("profile %s: %d bytes, not a gzipped profile", name, len(b))
+		}
+	}
+}

@@ -261,15 +261,22 @@ func awaitEach(ctx context.Context, js jetstream.JetStream, sc subject.Scheme, t
 // PREFIX.<kind>-<phase>-<datasets> (for `go tool pprof`). stop ends the
 // profile and closes its file.
 func startCPUProfile(spec manySpec, phase string) (stop func() error, err error) {
-	prefix := os.Getenv("CELLGUARD_BENCH_CPU_PROFILE")
-	if prefix == "" {
-		return func() error { return nil }, nil
-	}
 	kind := kindCommitter
 	if spec.raw {
 		kind = kindRaw
 	}
-	f, err := os.Create(fmt.Sprintf("%s.%s-%s-%d", prefix, kind, phase, spec.datasets))
+	return startPhaseProfile(fmt.Sprintf("%s-%s-%d", kind, phase, spec.datasets))
+}
+
+// startPhaseProfile profiles the process's CPU, if
+// CELLGUARD_BENCH_CPU_PROFILE names a file prefix, into PREFIX.name
+// until stop.
+func startPhaseProfile(name string) (stop func() error, err error) {
+	prefix := os.Getenv("CELLGUARD_BENCH_CPU_PROFILE")
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "." + name)
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,23 @@ type runSpec struct {
 	rate  float64 // transactions/s; 0 = as fast as possible
 }
 
+// profileName names the CPU profile of spec's transactions
+// (startPhaseProfile): <kind>-batch<N>[-pre<P>][-rate<R>].
+func (spec runSpec) profileName() string {
+	kind := kindCommitter
+	if spec.raw {
+		kind = kindRaw
+	}
+	name := fmt.Sprintf("%s-batch%d", kind, spec.batch)
+	if spec.pre > 0 {
+		name += fmt.Sprintf("-pre%d", spec.pre)
+	}
+	if spec.rate > 0 {
+		name += fmt.Sprintf("-rate%.0f", spec.rate)
+	}
+	return name
+}
+
 type result struct {
 	rate                   float64
 	p50, p99               time.Duration
@@ -406,10 +423,15 @@ func (b *bencher) run(ctx context.Context, spec runSpec) (outcome, error) {
 	meter.mark(1)
 	tr.reset()
 	b.prog.watch("transactions", tr, b.n)
-	if err := b.produce(ctx, js, sc, ds, spec, tr); err != nil {
+	stopProfile, err := startPhaseProfile(spec.profileName())
+	if err != nil {
 		return outcome{}, err
 	}
-	if err := awaitDecided(ctx, tr, b.n, 5*time.Minute); err != nil {
+	err = b.produce(ctx, js, sc, ds, spec, tr)
+	if err == nil {
+		err = awaitDecided(ctx, tr, b.n, 5*time.Minute)
+	}
+	if err = errors.Join(err, stopProfile()); err != nil {
 		return outcome{}, err
 	}
 	b.prog.watch("", nil, 0)
