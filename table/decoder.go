@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"sync"
 
 	"cellguard/internal/pbwire"
 	"cellguard/proto/lancepb"
@@ -17,6 +18,9 @@ import (
 // that must keep it keeps its encoding (or proto.Clone) instead.
 //
 // A Decoder is not safe for concurrent use; its zero value is ready.
+// GetDecoder and Release share Decoders through a pool, so that a caller
+// deciding for many tables at once holds one per decode in progress, not
+// one per table.
 type Decoder struct {
 	block guardedBlock
 	// raw is the block's fragment as staged, when that is how this
@@ -28,6 +32,20 @@ type Decoder struct {
 	// body[rvStart:rvEnd] (empty if none), for Land.
 	body           []byte
 	rvStart, rvEnd int
+}
+
+// decoders are the Decoders not in use (GetDecoder, Release).
+var decoders = sync.Pool{New: func() any { return new(Decoder) }}
+
+// GetDecoder returns a Decoder of the pool, as its zero value.
+func GetDecoder() *Decoder { return decoders.Get().(*Decoder) }
+
+// Release gives d back to the pool, first forgetting what it decoded
+// (its strings share the decoded body's bytes). Neither d nor anything
+// it decoded into its block may be used afterwards.
+func (d *Decoder) Release() {
+	*d = Decoder{}
+	decoders.Put(d)
 }
 
 // Decode decodes b as DecodeTransaction does; reused reports that txn is

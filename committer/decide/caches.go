@@ -127,16 +127,15 @@ func (s *State) Quiet() {
 		}
 		s.Head = p
 	}
-	s.decoder = nil // its reused memory; the next decode makes another
 	if s.BudgetShare != nil {
 		s.BudgetShare.Report(s.CacheCost())
 	}
 }
 
 // IsQuiet reports whether the state is as Quiet leaves it: no window
-// manifest, no decoder, and the head (if any) packed or not packable.
+// manifest, and the head (if any) packed or not packable.
 func (s *State) IsQuiet() bool {
-	return s.recent.len() == 0 && s.decoder == nil && (s.Head == nil || !s.Head.Packable())
+	return s.recent.len() == 0 && (s.Head == nil || !s.Head.Packable())
 }
 
 // WindowManifests returns how many manifests the window holds besides

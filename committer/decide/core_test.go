@@ -192,3 +192,39 @@ func TestSchemaAtEveryVersion(t *testing.T) {
 		t.Error("schemaAt beyond head answered")
 	}
 }
+
+// TestDecisionsShareDecoders decides appends for two datasets in turn:
+// each decision borrows a decoder from table's pool and gives it back,
+// so the next one, of the other dataset, decodes into the same memory.
+// Neither state may hold it between decisions, nor keep anything it
+// decoded: each head must stay what it was when its decision returned.
+func TestDecisionsShareDecoders(t *testing.T) {
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 16, MaxLag: 1000}
+	states := []*State{NewState("a", lim, newMemHistory()), NewState("b", lim, newMemHistory())}
+	heads := make([]*lancepb.Manifest, len(states))
+	seq := uint64(0)
+	for round := range 50 {
+		for i, st := range states {
+			seq++
+			txn := createTxn(newUUID())
+			if round > 0 {
+				txn = appendTxn(newUUID(), st.HeadVersion())
+			}
+			m := st.Mark()
+			v := st.Decide(t.Context(), Staged{Seq: seq, Data: mustMarshal(t, txn)})
+			if v.Next == nil {
+				t.Fatalf("round %d, %s: not committed: %v", round, st.Dataset, v.Rec)
+			}
+			if st.decoder != nil {
+				t.Fatalf("round %d, %s: the state holds a decoder between decisions", round, st.Dataset)
+			}
+			st.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{seq})
+			for j, other := range states {
+				if j != i && heads[j] != nil && !proto.Equal(other.Head.Proto(), heads[j]) {
+					t.Fatalf("round %d: deciding for %s changed %s's head:\n%v\nwant %v", round, st.Dataset, other.Dataset, other.Head.Proto(), heads[j])
+				}
+			}
+			heads[i] = proto.CloneOf(st.Head.Proto())
+		}
+	}
+}

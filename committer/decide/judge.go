@@ -23,8 +23,13 @@ import (
 // state and, unless it is a skip, records the result in the state.
 func (s *State) Decide(ctx context.Context, in Staged) Verdict {
 	s.Deciding = true
-	defer func() { s.Deciding = false }()
-	key, txn, op, borrowed, decodeErr := s.identify(in) // key: looked up here, added in record
+	s.decoder = table.GetDecoder()
+	defer func() {
+		s.Deciding = false
+		s.decoder.Release()
+		s.decoder = nil
+	}()
+	key, txn, op, borrowed, decodeErr := s.identify(in, s.decoder) // key: looked up here, added in record
 	id := key.id
 	if s.Decided.hasID(key) || s.attemptDecided(in) {
 		return Verdict{Skip: true}
@@ -35,6 +40,9 @@ func (s *State) Decide(ctx context.Context, in Staged) Verdict {
 	}
 	v, rej := s.judge(ctx, in, txn, op, decodeErr, rec)
 	if v.Broken != nil {
+		if borrowed {
+			v.Txn = nil // the decoder goes back to the pool
+		}
 		return v
 	}
 	if rej != nil {
@@ -63,7 +71,7 @@ func (s *State) Decide(ctx context.Context, in Staged) Verdict {
 	}
 	s.record(v, key, in.Seq)
 	if borrowed {
-		v.Txn = nil // the next decode reuses it; rec.Transaction is its encoding
+		v.Txn = nil // the decoder goes back to the pool; rec.Transaction is its encoding
 	}
 	return v
 }
@@ -79,17 +87,14 @@ const keepEncodedMin = 4 << 10
 // namespace no valid id can take). A body whose uuid is not a valid id is
 // rejected (decodeErr) under the fallback identity, so two messages never
 // share an identity by accident or by choice. The transaction is decoded
-// with the state's decoder: borrowed reports that it lives in the
-// decoder's memory, valid until the next identify. The identity comes
-// parsed (idOf), for the decided set.
-func (s *State) identify(in Staged) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
+// with dec: borrowed reports that it lives in dec's memory, valid until
+// dec decodes again or is released. The identity comes parsed (idOf), for
+// the decided set.
+func (s *State) identify(in Staged, dec *table.Decoder) (id decidedID, txn *lancepb.Transaction, op table.Op, borrowed bool, err error) {
 	if len(in.Data) > s.Limits.MaxTxnBytes {
 		return idOf(fallbackID(in)), nil, table.OpUnknown, false, nil
 	}
-	if s.decoder == nil {
-		s.decoder = new(table.Decoder)
-	}
-	txn, op, borrowed, err = s.decoder.Decode(in.Data)
+	txn, op, borrowed, err = dec.Decode(in.Data)
 	if txn == nil {
 		return idOf(fallbackID(in)), txn, op, borrowed, err
 	}

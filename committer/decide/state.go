@@ -40,9 +40,10 @@ type Verdict struct {
 	// txn's read version: rec.Transaction, set when the record is
 	// encoded (verdict.encode). Zero otherwise.
 	landed table.Landed
-	// borrowed: txn lives in the state's decoder (table.Decoder), which
-	// the next decode reuses, or is large (keepEncodedMin). The window
-	// keeps rec.Transaction instead, and decide returns txn nil.
+	// borrowed: txn lives in the decision's decoder (table.Decoder),
+	// which goes back to the pool when Decide returns, or is large
+	// (keepEncodedMin). The window keeps rec.Transaction instead, and
+	// decide returns txn nil.
 	borrowed bool
 }
 
@@ -116,7 +117,7 @@ type State struct {
 	LastTxnSeq         uint64 // CG_TXN sequence of the last decided message
 	txnSeqRec          uint64 // CG_DEC sequence of the log record that set LastTxnSeq (0: decided here)
 	journal            []string
-	decoder            *table.Decoder // decodes staged messages, reusing its memory (made at the first)
+	decoder            *table.Decoder // the decision in progress's, from table's pool (nil outside Decide)
 	Deciding           bool           // within decide: older history may refuse costly work
 	windowFrom         uint64         // versions ≤ windowFrom are out of the window
 	manifestsDroppedTo uint64         // manifests ≤ manifestsDroppedTo were dropped to fit WindowBytes
@@ -390,7 +391,9 @@ func (s *State) NoteLogged(r logrec.Record) {
 // a log record claimed a staging sequence it did not decide (a forged or
 // corrupt Cg-Txn-Seq), and acking would lose the message.
 func (s *State) CheckDecided(in Staged) error {
-	key, txn, _, _, _ := s.identify(in)
+	dec := table.GetDecoder()
+	defer dec.Release()
+	key, txn, _, _, _ := s.identify(in, dec)
 	id := key.id
 	if s.Decided.hasID(key) || s.Decided.Has(fallbackID(in)) || txn != nil && s.Decided.Has(txn.GetUuid()) {
 		return nil
