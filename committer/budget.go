@@ -3,6 +3,7 @@ package committer
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"cellguard/committer/decide"
 )
@@ -50,8 +51,10 @@ type budgetShare struct {
 	elem    *list.Element // in b.lru; nil while cost is 0 or pending
 	pending bool          // asked to drop its caches, not done yet (out of b.lru, its cost in b.asked)
 	queued  bool          // in b.askedQ
-	// trim receives a request to drop the caches; buffered, never closed.
-	trim chan struct{}
+	// trim is set when the share is asked to drop its caches, and
+	// cleared by the owner that does (takeRequest): a flag, not a channel,
+	// since every loaded dataset has a share.
+	trim atomic.Bool
 }
 
 func newCacheBudget(limit int) *cacheBudget {
@@ -61,7 +64,7 @@ func newCacheBudget(limit int) *cacheBudget {
 // join returns a new share for ds, replacing (and releasing) any earlier
 // one: a reloaded state starts with empty caches.
 func (b *cacheBudget) join(ds string) *budgetShare {
-	s := &budgetShare{b: b, ds: ds, trim: make(chan struct{}, 1)}
+	s := &budgetShare{b: b, ds: ds}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old := b.shares[ds]; old != nil {
@@ -83,9 +86,9 @@ func (s *budgetShare) leave(ds string) {
 	}
 }
 
-// requests returns the channel on which the owner is asked to drop its
-// caches.
-func (s *budgetShare) requests() <-chan struct{} { return s.trim }
+// takeRequest reports whether the share was asked to drop its caches
+// since the last call.
+func (s *budgetShare) takeRequest() bool { return s.trim.Swap(false) }
 
 // report records what the dataset's caches cost now and marks it the most
 // recently used. If the budget is exceeded, it asks the least recently
@@ -124,10 +127,7 @@ func (s *budgetShare) askLocked() {
 	b.asked += s.cost
 	b.lru.Remove(s.elem)
 	s.elem = nil
-	select {
-	case s.trim <- struct{}{}:
-	default: // a request is already waiting
-	}
+	s.trim.Store(true)
 	s.queueLocked()
 	select {
 	case b.wake <- struct{}{}:

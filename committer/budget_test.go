@@ -75,14 +75,7 @@ func TestCacheBudgetCountsAskedAsFreed(t *testing.T) {
 	}
 }
 
-func requested(s *budgetShare) bool {
-	select {
-	case <-s.requests():
-		return true
-	default:
-		return false
-	}
-}
+func requested(s *budgetShare) bool { return s.takeRequest() }
 
 // TestCacheBudgetKeepsDecisions decides the same transactions, stale reads
 // and conflicts among them, with no budget and with a budget so small that

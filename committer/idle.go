@@ -155,9 +155,7 @@ func (w *worker) honorCacheRequest() {
 	if share == nil {
 		return
 	}
-	select {
-	case <-share.requests():
+	if share.takeRequest() {
 		w.st.DropCaches()
-	default:
 	}
 }

@@ -164,9 +164,9 @@ func (b *bencher) runMany(ctx context.Context, spec manySpec) (outcome, error) {
 // and undecided at once, as a fleet of producers that each await their
 // decision does: the set-up measures how fast datasets are created, not
 // how a staging stream refuses what it has no room for (256-fragment
-// creations of 18.6 KB: 38 MB staged at most). Twice the committer's
-// deciders keeps every decider busy.
-const setupWindow = 2 * committer.DefaultDeciders
+// creations of 18.6 KB: 38 MB staged at most). It is the harness's
+// offered load, the same for raw JetStream and for any -deciders.
+const setupWindow = 2048
 
 // startMany starts the raw loop (meter.reg nil), or one committer
 // discovering every dataset, on sc's streams until ctx ends; stop closes
