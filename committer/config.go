@@ -248,10 +248,12 @@ const DefaultIndexBytes = 128 << 10
 // are in flight: with many datasets, each with a message or two waiting,
 // decisions per second are about deciders × group / round trip. Each
 // decider in flight also holds its batch's decoded messages and new
-// state until the append lands, so more deciders than the round trip
-// needs cost memory and collector time, not rate: against 1,024, 256
-// decided 10,000 and 100,000 datasets as fast or faster next to raw
-// JetStream, in up to a third less memory (docs/benchmarks.md §15).
+// state until the append lands, so deciders cost memory and collector
+// time as well: against 1,024, 256 decided 10,000 and 100,000 datasets
+// as fast or faster next to raw JetStream with its sync interval, in up
+// to a third less memory; with every write synced (a longer round trip)
+// 100,000 datasets ran a quarter slower next to raw, in a fifth less
+// memory, under the 2 GB that 1,024 went over (docs/benchmarks.md §15).
 const DefaultDeciders = 256
 
 // DefaultCacheBytes is the default Config.CacheBytes.
