@@ -44,7 +44,7 @@ func (m *Manifest) Edit() *Builder {
 func (m *Manifest) edit() Builder {
 	b := Builder{base: m.header, top: m.top, schema: m.schema, indices: m.indices, rules: m.rules}
 	if p := m.packed; p != nil && !p.decoded.Load() {
-		b.pre, b.from, b.frags = p.pre, p, p.tail
+		b.pre, b.from, b.frags = p.pre, p, *p.tailList()
 	} else {
 		b.frags = *m.list()
 	}
@@ -345,9 +345,14 @@ func (b *Builder) renumber() {
 
 // Build returns the new manifest.
 func (b *Builder) Build() *Manifest {
-	m := &Manifest{header: b.nested(), top: *b.fields(), schema: b.schema, frags: b.frags, indices: b.indices, rules: b.rules}
+	top := *b.fields()
+	h := b.base
+	if b.header != nil { // modified here: perhaps another table's
+		h = shareHeader(b.header)
+	}
+	m := &Manifest{header: h, top: top, schema: b.schema, frags: b.frags, indices: b.indices, rules: b.rules}
 	if b.pre != nil {
-		m.frags, m.packed = fragmentList{}, &packedList{pre: b.pre, tail: b.frags}
+		m.frags, m.packed = fragmentList{}, newPackedList(b.pre, b.frags)
 	}
 	b.base, b.header = m.header, nil // m is immutable: a later Header copies again
 	return m

@@ -10,12 +10,48 @@ package table
 // its own top fields beside a pointer to the shared message, and a full
 // header is put together only where one is asked for (Manifest.Header,
 // Proto, AppendEncoding).
+//
+// Tables also share headers with each other: a header message a
+// transaction builds or a manifest file brings is looked up among the
+// headers in use (shareHeader), so tables created alike (the same data
+// format, feature flags and config at the same version) hold one
+// between them, where a committer serving 100,000 tables would otherwise
+// keep 100,000 equal copies of some 400 bytes.
 
 import (
+	"hash/maphash"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	"cellguard/proto/lancepb"
 )
+
+// headers holds the shared header messages in use by a hash of their
+// deterministic encoding, weakly; proto.Equal confirms a match.
+var headers = newWeakSet[uint64, lancepb.Manifest](func(a, b *lancepb.Manifest) bool { return proto.Equal(a, b) })
+
+var headerSeed = maphash.MakeSeed()
+
+// maxSharedHeader bounds the encoded size of a header looked up in
+// headers: one with large table metadata is rarely another table's, and
+// encoding it to find out would cost more than it saves.
+const maxSharedHeader = 4 << 10
+
+// shareHeader returns a header in use equal to h, a header message no
+// one will modify (fields and fragments unset), or h itself, which
+// later equal headers then share.
+func shareHeader(h *lancepb.Manifest) *lancepb.Manifest {
+	opts := proto.MarshalOptions{Deterministic: true}
+	if opts.Size(h) > maxSharedHeader {
+		return h
+	}
+	b, err := opts.Marshal(h)
+	if err != nil {
+		return h
+	}
+	return headers.put(maphash.Bytes(headerSeed, b), h)
+}
 
 // topFields are the top-level header fields a version sets for itself.
 // In a Manifest they override the shared header's: the header of version

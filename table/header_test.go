@@ -157,3 +157,29 @@ func TestHeaderSharedByVersions(t *testing.T) {
 		t.Fatalf("versions %d and %d (headers say %d and %d)", base.Version(), next.Version(), base.Header().GetVersion(), next.Header().GetVersion())
 	}
 }
+
+// TestHeaderSharedByTables checks that tables whose headers are equal
+// hold one header message, that a table changing its header gets a new
+// one without touching the others', and that the next table making the
+// same change shares that new one.
+func TestHeaderSharedByTables(t *testing.T) {
+	a, b := btManifest(t, 0, 1), btManifest(t, 7)
+	if a.header != b.header {
+		t.Fatal("two tables with equal headers hold a header each")
+	}
+	withConfig := func(m *Manifest, v string) *Manifest {
+		e := m.Edit()
+		e.Header().Config = map[string]string{"k": v}
+		return e.Build()
+	}
+	a2 := withConfig(a, "1")
+	if a2.header == b.header || len(b.Header().GetConfig()) != 0 || len(a.Header().GetConfig()) != 0 {
+		t.Fatalf("a config change reached the tables sharing the header: %v, %v", a.Header().GetConfig(), b.Header().GetConfig())
+	}
+	if b2 := withConfig(b, "1"); b2.header != a2.header {
+		t.Fatal("the same config change on two tables left two headers")
+	}
+	if c2 := withConfig(btManifest(t, 3), "2"); c2.header == a2.header || c2.Header().GetConfig()["k"] != "2" {
+		t.Fatalf("a different config shares a header: %v", c2.Header().GetConfig())
+	}
+}

@@ -91,6 +91,7 @@ func FromProto(pb *lancepb.Manifest) (*Manifest, error) {
 	}
 	header := proto.CloneOf(pb)
 	header.Fields, header.Fragments = nil, nil
+	header = shareHeader(header)
 	m := &Manifest{header: header, top: topOf(header), schema: schema, rules: rulesOf(header.GetWriterVersion())}
 	for i, f := range pb.GetFragments() {
 		if _, dup := m.frags.byID.Get(f.GetId()); dup {
@@ -150,7 +151,7 @@ func (m *Manifest) Fragment(id uint64) (*Fragment, bool) {
 // NumFragments returns the number of fragments.
 func (m *Manifest) NumFragments() int {
 	if m.IsPacked() {
-		return m.packed.pre.n + m.packed.tail.byID.Len()
+		return m.packed.pre.n + m.packed.tailList().byID.Len()
 	}
 	return m.list().byID.Len()
 }

@@ -2,8 +2,6 @@ package table
 
 import (
 	"encoding/binary"
-	"sync"
-	"weak"
 
 	"google.golang.org/protobuf/proto"
 
@@ -94,41 +92,8 @@ func schemaKey(fields []*lancepb.Field) (string, bool) {
 // window, for little to share.
 const maxSchemaKey = 16 << 10
 
-// schemas holds the schemas in use by their fields' key, weakly: a
-// schema no version holds any more is collected, and its entry is swept
-// once the set has doubled since its last sweep.
-var schemas = schemaSet{m: map[string]weak.Pointer[Schema]{}}
-
-type schemaSet struct {
-	mu    sync.Mutex
-	m     map[string]weak.Pointer[Schema]
-	swept int // entries after the last sweep
-}
-
-func (ss *schemaSet) get(key string) *Schema {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.m[key].Value()
-}
-
-// put returns the schema in use under key, or s, which it records.
-func (ss *schemaSet) put(key string, s *Schema) *Schema {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if in := ss.m[key].Value(); in != nil {
-		return in
-	}
-	if len(ss.m) >= max(2*ss.swept, 64) {
-		for k, p := range ss.m {
-			if p.Value() == nil {
-				delete(ss.m, k)
-			}
-		}
-		ss.swept = len(ss.m)
-	}
-	ss.m[key] = weak.Make(s)
-	return s
-}
+// schemas holds the schemas in use by their fields' key, weakly.
+var schemas = newWeakSet[string, Schema](nil)
 
 // Field returns the field with the given id.
 func (s *Schema) Field(id int32) (*lancepb.Field, bool) {
