@@ -208,8 +208,7 @@ func (ix *ChangeIndex) Advance(next *Manifest, txnUUID string) error {
 	if hp, np := ix.head.packed, next.packed; hp != nil && np != nil && hp.pre == np.pre {
 		// The same packed fragments, then each its own: only what
 		// follows them can differ, and nothing is decoded.
-		a = func() *fragmentList { return &hp.tail }
-		b = func() *fragmentList { return &np.tail }
+		a, b = hp.tailList, np.tailList
 	}
 	diffMaps(a().byID, b().byID, sameEntry, func(id uint64, x entry, inX bool, y entry, inY bool) {
 		ix.record(id, x.frag, y.frag, st.version)

@@ -72,12 +72,35 @@ type packedFrags struct {
 // packedList is a fragment list held packed: the fragments of pre, then
 // those of tail, until first read. tail's ids are above pre's and its
 // keys after pre's.
+// Both lists are pointers, nil while empty or not built: every quiet
+// head is a packedList, and most have no tail.
 type packedList struct {
 	pre     *packedFrags
-	tail    fragmentList
+	tail    *fragmentList // nil when no fragment follows pre's
 	once    sync.Once
-	decoded atomic.Bool // list is built
-	list    fragmentList
+	decoded atomic.Bool   // list is built
+	list    *fragmentList // set by decode
+}
+
+// noFragments is the empty list a packedList without a tail reads as.
+var noFragments fragmentList
+
+// tailList returns p's tail, the empty list when it has none. Callers
+// must not modify it.
+func (p *packedList) tailList() *fragmentList {
+	if p.tail == nil {
+		return &noFragments
+	}
+	return p.tail
+}
+
+// newPackedList returns pre followed by tail.
+func newPackedList(pre *packedFrags, tail fragmentList) *packedList {
+	p := &packedList{pre: pre}
+	if tail.byID.Len() > 0 {
+		p.tail = &tail
+	}
+	return p
 }
 
 // Chunk merging: a new chunk is merged into the one before it while that
@@ -108,13 +131,13 @@ func (m *Manifest) Packed() *Manifest {
 	}
 	var pre *packedFrags
 	if p := m.packed; p != nil {
-		pre = p.pre.with(&p.tail)
+		pre = p.pre.with(p.tailList())
 	} else {
 		pre = (&packedFrags{}).with(&m.frags)
 	}
 	c := *m
 	c.frags = fragmentList{}
-	c.packed = &packedList{pre: pre}
+	c.packed = newPackedList(pre, fragmentList{})
 	return &c
 }
 
@@ -126,10 +149,10 @@ func (m *Manifest) Packable() bool {
 	if p == nil {
 		return m.frags.count.decoded == 0
 	}
-	if p.tail.count.decoded > 0 {
+	if p.tailList().count.decoded > 0 {
 		return false
 	}
-	return p.decoded.Load() || p.tail.byID.Len() > 0
+	return p.decoded.Load() || p.tailList().byID.Len() > 0
 }
 
 // IsPacked reports whether m holds its fragments packed, not yet read
@@ -287,7 +310,7 @@ func (m *Manifest) list() *fragmentList {
 // decodedList returns p's fragments, decoding them at the first call.
 func (p *packedList) decodedList() *fragmentList {
 	p.once.Do(p.decode)
-	return &p.list
+	return p.list
 }
 
 // maxListedID returns the highest id of m's fragments, if it has any,
@@ -297,7 +320,7 @@ func (m *Manifest) maxListedID() (uint64, bool) {
 	if p == nil || p.decoded.Load() {
 		return m.list().byID.Max()
 	}
-	if id, ok := p.tail.byID.Max(); ok {
+	if id, ok := p.tailList().byID.Max(); ok {
 		return id, true
 	}
 	return p.pre.maxID, p.pre.n > 0
@@ -314,7 +337,7 @@ func (m *Manifest) residentFragment(id uint64) (*Fragment, bool) {
 		if p.pre.n > 0 && id <= p.pre.maxID {
 			return nil, false
 		}
-		e, ok := p.tail.byID.Get(id)
+		e, ok := p.tailList().byID.Get(id)
 		return e.frag, ok
 	}
 	return m.Fragment(id)
@@ -328,8 +351,9 @@ func (m *Manifest) PackedBytes() int {
 		return 0
 	}
 	n := m.packed.pre.held
-	m.packed.tail.order.All(func(_ uint64, id uint64) bool {
-		e, _ := m.packed.tail.byID.Get(id)
+	tail := m.packed.tailList()
+	tail.order.All(func(_ uint64, id uint64) bool {
+		e, _ := tail.byID.Get(id)
 		n += e.frag.EncodedSize()
 		return true
 	})
@@ -377,12 +401,13 @@ func (p *packedList) decode() {
 	if i != len(frags) {
 		panic("table: packed fragments miscounted")
 	}
-	p.tail.order.All(func(seq uint64, id uint64) bool {
-		e, _ := p.tail.byID.Get(id)
+	tail := p.tailList()
+	tail.order.All(func(seq uint64, id uint64) bool {
+		e, _ := tail.byID.Get(id)
 		l = l.add(e.frag, seq)
 		return true
 	})
-	p.list = l
+	p.list = &l
 	p.decoded.Store(true)
 }
 

@@ -41,7 +41,7 @@ func TestPackedChunkMerging(t *testing.T) {
 	if !bytes.Equal(unpackChunks(f.chunks), unpackChunks(whole.chunks)) {
 		t.Fatal("the merged chunks differ from the fragments packed at once")
 	}
-	p := &packedList{pre: f}
+	p := newPackedList(f, fragmentList{})
 	l := p.decodedList()
 	if l.byID.Len() != all.byID.Len() {
 		t.Fatalf("decoded %d fragments, want %d", l.byID.Len(), all.byID.Len())
