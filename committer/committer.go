@@ -45,6 +45,9 @@ type Committer struct {
 	plane   DataPlane // dataset locations: deletion files
 	policy  evaluator.DeletionPolicy
 	budget  *cacheBudget // nil: no shared cache budget
+	// limits are the decision core's settings, built once (stateLimits)
+	// and shared by every dataset's state.
+	limits func() *limits
 	// atomicMin is the smallest group appended as one atomic batch:
 	// Config.AtomicBatchMin, or AtomicBatchMinFor the decision log (useStreams).
 	atomicMin int
@@ -117,6 +120,7 @@ func New(nc *nats.Conn, cfg Config) (*Committer, error) {
 	if cfg.CacheBytes > 0 {
 		c.budget = newCacheBudget(cfg.CacheBytes)
 	}
+	c.limits = sync.OnceValue(c.newLimits)
 	c.plane = cfg.DataPlane
 	if c.plane == nil {
 		c.plane = blobPlane{b: &dataplane.Blob{}}

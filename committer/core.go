@@ -26,6 +26,7 @@ var (
 	errBrokenState = decide.ErrBrokenState
 	errReplay      = decide.ErrReplay
 	newState       = decide.NewState
+	newStateOf     = decide.NewStateOf
 	reject         = decide.Reject
 	manifestCost   = decide.ManifestCost
 	applyTxn       = decide.ApplyTxn

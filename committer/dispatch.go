@@ -137,13 +137,15 @@ next:
 	}
 	start := !w.queued
 	w.queued = true
+	if w.arrived != nil { // a pipeline deciding while it appends
+		select {
+		case w.arrived <- struct{}{}:
+		default:
+		}
+	}
 	w.qmu.Unlock()
 	if start {
 		w.c.deciders.push(w)
-	}
-	select { // for a pipeline deciding while it appends
-	case w.arrived <- struct{}{}:
-	default:
 	}
 }
 

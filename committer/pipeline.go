@@ -122,6 +122,8 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 // append is over.
 func (w *worker) decideWhileAppending(ctx, runCtx context.Context, cur *pending, more bool, start *table.Manifest) (appended, *pending, error) {
 	var next *pending
+	arrived, unwatch := w.watchArrivals()
+	defer unwatch()
 	for {
 		if more && runCtx.Err() == nil && !w.checkpointDue(start) {
 			room := w.c.cfg.BatchSize
@@ -145,7 +147,7 @@ func (w *worker) decideWhileAppending(ctx, runCtx context.Context, cur *pending,
 		select {
 		case res := <-cur.done:
 			return res, next, nil
-		case <-w.arrived:
+		case <-arrived:
 		}
 	}
 }

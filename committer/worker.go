@@ -63,13 +63,36 @@ type worker struct {
 	qmu    sync.Mutex
 	queue  []item
 	queued bool
-	// arrived gets a token when messages are queued, for a pipeline
-	// waiting on an append (pipeline.go).
+	// arrived, while a pipeline waits on an append (pipeline.go), gets a
+	// token when messages are queued; nil otherwise. Guarded by qmu.
 	arrived chan struct{}
 }
 
 func newWorker(c *Committer, ds string) *worker {
-	return &worker{c: c, ds: ds, arrived: make(chan struct{}, 1)}
+	return &worker{c: c, ds: ds}
+}
+
+// arrivals is the pool of the channels a waiting pipeline lends its
+// worker as arrived: only the datasets appending hold one.
+var arrivals = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+
+// watchArrivals lends the worker a channel that gets a token whenever
+// messages are queued, until unwatch is called.
+func (w *worker) watchArrivals() (arrived <-chan struct{}, unwatch func()) {
+	ch := arrivals.Get().(chan struct{})
+	w.qmu.Lock()
+	w.arrived = ch
+	w.qmu.Unlock()
+	return ch, func() {
+		w.qmu.Lock()
+		w.arrived = nil
+		w.qmu.Unlock()
+		select { // no one sends any more: empty it for the next borrower
+		case <-ch:
+		default:
+		}
+		arrivals.Put(ch)
+	}
 }
 
 // item is one staged message to decide: delivered by a partition
@@ -177,14 +200,8 @@ func nakItems(items []item, delay time.Duration) {
 // load builds the state from the latest checkpoint and the log.
 func (w *worker) load(ctx context.Context) error {
 	c := w.c
-	lim := limits{
-		MaxTxnBytes: c.cfg.MaxTxnBytes, Window: c.cfg.Window, Retain: c.cfg.RetainVersions,
-		MaxLag: c.cfg.MaxReadLag, Rules: ruleOptions{Policy: c.policy},
-		MaxRebaseLag: c.cfg.MaxRebaseLag, IndexBytes: c.cfg.IndexBytes, WindowBytes: c.cfg.WindowBytes,
-		LanceRoot: c.cfg.LanceRoot, DatasetLocation: dataplane.DatasetLocation, Budget: c.budget,
-	}
-	st := newState(w.ds, lim, nil)
-	st.Limits.Rules.Deletions = datasetDeletions{c: c, st: st}
+	st := newStateOf(w.ds, c.stateLimits(), nil)
+	st.Deletions = datasetDeletions{c: c, st: st}
 	st.Older = &logHistory{c: c, st: st, maxReplay: c.maxReplay()}
 	if err := c.loadState(ctx, st); err != nil {
 		return err
@@ -465,4 +482,22 @@ func reasonLabel(r *cellguardpb.Decision) string {
 		return ""
 	}
 	return r.Reason.String()
+}
+
+// stateLimits returns the limits every dataset's state shares.
+func (c *Committer) stateLimits() *limits {
+	if c.limits == nil { // a Committer built by hand (tests)
+		return c.newLimits()
+	}
+	return c.limits()
+}
+
+// newLimits builds the decision core's settings from the configuration.
+func (c *Committer) newLimits() *limits {
+	return &limits{
+		MaxTxnBytes: c.cfg.MaxTxnBytes, Window: c.cfg.Window, Retain: c.cfg.RetainVersions,
+		MaxLag: c.cfg.MaxReadLag, Rules: ruleOptions{Policy: c.policy},
+		MaxRebaseLag: c.cfg.MaxRebaseLag, IndexBytes: c.cfg.IndexBytes, WindowBytes: c.cfg.WindowBytes,
+		LanceRoot: c.cfg.LanceRoot, DatasetLocation: dataplane.DatasetLocation, Budget: c.budget,
+	}
 }

@@ -180,6 +180,9 @@ func (s *State) judge(ctx context.Context, in Staged, txn *lancepb.Transaction, 
 		return Verdict{}, asRejection(err)
 	}
 	opts := s.Limits.Rules
+	if s.Deletions != nil {
+		opts.Deletions = s.Deletions
+	}
 	opts.hist = s
 	opts.conflicts = s.conflicts
 	if err := checkPreconditions(ctx, s.ChangeIndex, rv, pre, pin, opts); err != nil {

@@ -99,7 +99,10 @@ type Limits struct {
 type State struct {
 	Dataset       string
 	validName     bool
-	Limits        Limits
+	Limits        *Limits // shared by every dataset of a committer: not modified
+	// Deletions reads this dataset's deletion vectors for the rules,
+	// over Limits.Rules.Deletions (nil: that one).
+	Deletions table.DeletionVectors
 	Older         History              // versions before the window; nil means none
 	ChangeIndex   *table.ChangeIndex   // kept in step with head
 	conflicts     *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
@@ -156,7 +159,7 @@ func (s *State) SetLogState(cp logrec.Checkpoint) {
 		s.Decided.addKey(keyOf(u))
 	}
 	for _, id := range ls.IDs {
-		s.Decided.s[id] = struct{}{}
+		s.Decided.addString(id)
 	}
 	s.VersionSeq = SeqIndex{First: ls.IndexFirst, Seqs: slices.Clone(ls.IndexSeqs)}
 	s.LastDecSeq, s.LastTxnSeq, s.txnSeqRec = cp.DecSeq, cp.TxnSeq, cp.DecSeq
@@ -184,7 +187,12 @@ func (s *State) noteSchema(m *table.Manifest) {
 	}
 }
 
-func NewState(ds string, lim Limits, older History) *State {
+// NewState returns an empty state for dataset ds with its own copy of lim.
+func NewState(ds string, lim Limits, older History) *State { return NewStateOf(ds, &lim, older) }
+
+// NewStateOf is NewState with limits shared between states: lim must not
+// be modified afterwards.
+func NewStateOf(ds string, lim *Limits, older History) *State {
 	return &State{
 		Dataset: ds, validName: subject.Validate(ds) == nil, Limits: lim, Older: older,
 		Decided:     newIDSet(),
