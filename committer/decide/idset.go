@@ -70,16 +70,16 @@ func cmpKey(a, b idKey) int {
 // idSet holds decided transaction ids (see the file comment).
 type idSet struct {
 	pending pendingSet
-	runs    [][]idKey // sorted, no key twice, longest first
-	gone    map[idKey]struct{}
-	n       int // uuids in the set: pending, plus runs, minus gone
-	s       map[string]struct{}
-	seen    []uint64 // the filter: both bits of every key in the set are set
-	shift   uint     // 64 - log2 of the filter's words
+	runs    [][]idKey           // sorted, no key twice, longest first
+	gone    map[idKey]struct{}  // nil until a uuid in a run is removed
+	n       int                 // uuids in the set: pending, plus runs, minus gone
+	s       map[string]struct{} // nil until an id that is not a uuid is added
+	seen    []uint64            // the filter: both bits of every key in the set are set
+	shift   uint                // 64 - log2 of the filter's words
 }
 
 func newIDSet() idSet {
-	return idSet{pending: newPendingSet(), gone: map[idKey]struct{}{}, s: map[string]struct{}{}}
+	return idSet{pending: newPendingSet()}
 }
 
 // filterBits returns k's word in a filter of 1<<(64-shift) words and
@@ -145,6 +145,9 @@ func (d *idSet) removeKey(k idKey) {
 		return
 	}
 	if d.inRuns(k) {
+		if d.gone == nil {
+			d.gone = map[idKey]struct{}{}
+		}
 		d.gone[k] = struct{}{}
 		d.n--
 	}
@@ -167,8 +170,9 @@ func newPendingSet() pendingSet {
 	return pendingSet{slots: make([]uint16, minPendingSlots), seed: maphash.MakeSeed()}
 }
 
-// minPendingSlots is the index's size when the set is new.
-const minPendingSlots = 64
+// minPendingSlots is the index's size when the set is new: room for
+// three uuids, as many as most quiet datasets have decided.
+const minPendingSlots = 8
 
 // A position in keys, plus one, fits a slot.
 const _ uint16 = idPending
@@ -496,7 +500,15 @@ func (d *idSet) addID(x decidedID) {
 		d.addKey(x.key)
 		return
 	}
-	d.s[x.id] = struct{}{}
+	d.addString(x.id)
+}
+
+// addString adds id, which is not a uuid.
+func (d *idSet) addString(id string) {
+	if d.s == nil {
+		d.s = map[string]struct{}{}
+	}
+	d.s[id] = struct{}{}
 }
 
 func (d *idSet) Has(id string) bool { return d.hasID(idOf(id)) }
