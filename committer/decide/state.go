@@ -97,12 +97,12 @@ type Limits struct {
 // Deciding a batch mutates state provisionally; rollback undoes everything
 // since a mark, commit makes it final once the batch is in the log.
 type State struct {
-	Dataset       string
-	validName     bool
-	Limits        *Limits // shared by every dataset of a committer: not modified
+	Dataset   string
+	validName bool
+	Limits    *Limits // shared by every dataset of a committer: not modified
 	// Deletions reads this dataset's deletion vectors for the rules,
 	// over Limits.Rules.Deletions (nil: that one).
-	Deletions table.DeletionVectors
+	Deletions     table.DeletionVectors
 	Older         History              // versions before the window; nil means none
 	ChangeIndex   *table.ChangeIndex   // kept in step with head
 	conflicts     *table.ConflictIndex // what the committed transactions touch, back to conflictSpan (statecache.go)
