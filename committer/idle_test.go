@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,17 +117,35 @@ func TestQuietDatasetPackedThenDecided(t *testing.T) {
 
 // TestCreationIsQuietAtOnce: the batch that creates a dataset, with
 // nothing of it queued after, leaves its state quiet (head packed,
-// decoder dropped) without waiting for a sweep; a later append, which
-// reads nothing of the head, leaves it to the sweep.
+// decoder dropped) without waiting for a sweep, and already while the
+// creation appends; a later append, which reads nothing of the head,
+// leaves it to the sweep.
 func TestCreationIsQuietAtOnce(t *testing.T) {
 	srv := natstest.RunServer(t)
 	_, js := natstest.Connect(t, srv.URL())
 	cfg := testConfig()
 	cfg.noSweep = true
-	r := start(t, srv.URL(), cfg)
 	ds := "fresh"
+	var running atomic.Pointer[Committer]
+	var appended, quietAtAppend atomic.Bool
+	cfg.hook = func(s Step, d string) error {
+		if c := running.Load(); s == StepAppended && d == ds && c != nil && !appended.Load() {
+			c.mu.Lock()
+			w := c.workers[ds]
+			c.mu.Unlock()
+			// The decider calls the hook holding w.mu: w.st is its own.
+			quietAtAppend.Store(w.st != nil && w.st.IsQuiet())
+			appended.Store(true)
+		}
+		return nil
+	}
+	r := start(t, srv.URL(), cfg)
+	running.Store(r.c)
 	ids := createAll(t, js, []string{ds})
 	checkLogWait(t, js, ds, ids[ds])
+	if !appended.Load() || !quietAtAppend.Load() {
+		t.Errorf("when the creation's record was appended: seen %t, quiet %t; want a state made quiet while it appended", appended.Load(), quietAtAppend.Load())
+	}
 	r.c.mu.Lock()
 	w := r.c.workers[ds]
 	r.c.mu.Unlock()

@@ -42,12 +42,16 @@ const maxPipelined = 32
 
 // pending is a batch on its way through the pipeline.
 type pending struct {
-	items    []item
-	m        mark // where the batch's decisions start
-	recs     []*cellguardpb.Decision
-	encs     []declog.Encoded // recs as encoded once by decide
+	items []item
+	m     mark // where the batch's decisions start
+	recs  []*cellguardpb.Decision
+	encs  []declog.Encoded // recs as encoded once by decide
+	// verdicts are recs' verdicts until prepare has written their
+	// deletion files; nil after, so that what a verdict holds (the new
+	// head, as decided) is not kept alive by the batch while it appends.
 	verdicts []verdict
-	idx      []int // recs[j] decides items[idx[j]]
+	lags     []uint64 // recs[j]'s read lag, for metrics
+	idx      []int    // recs[j] decides items[idx[j]]
 	done     chan appended
 }
 
@@ -72,6 +76,7 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 		return items, err
 	}
 	w.send(ctx, cur)
+	w.quietCreated(start) // while the creation appends
 	for n := 1; ; n++ {
 		res, next, err := w.decideWhileAppending(ctx, runCtx, cur, n < maxPipelined, start)
 		if err != nil {
@@ -187,7 +192,7 @@ func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pen
 	// Room for a decision per item at once, instead of each slice
 	// growing one decision at a time.
 	q.recs, q.verdicts = slices.Grow(q.recs, len(items)), slices.Grow(q.verdicts, len(items))
-	q.idx, q.encs = slices.Grow(q.idx, len(items)), slices.Grow(q.encs, len(items))
+	q.idx, q.encs, q.lags = slices.Grow(q.idx, len(items)), slices.Grow(q.encs, len(items)), slices.Grow(q.lags, len(items))
 	for k, in := range items {
 		if in.Seq <= st.LastTxnSeq || in.Seq <= w.cursor {
 			// Decided already (a redelivery): ack only, once the log
@@ -207,7 +212,7 @@ func (w *worker) decideInto(ctx context.Context, p *pending, items []item) (*pen
 			continue // the uuid has a decision (a republish): ack only
 		}
 		q.recs, q.verdicts, q.idx = append(q.recs, v.Rec), append(q.verdicts, v), append(q.idx, len(p.items)+k)
-		q.encs = append(q.encs, v.Encoded())
+		q.encs, q.lags = append(q.encs, v.Encoded()), append(q.lags, v.Lag)
 	}
 	if err := w.c.step(StepDecided, w.ds); err != nil {
 		return p, err
@@ -233,6 +238,7 @@ func (w *worker) prepare(ctx context.Context, p *pending) error {
 		st.Rollback(p.m)
 		return fmt.Errorf("%w: write deletion files: %v", errAppend, err)
 	}
+	p.verdicts = nil
 	return nil
 }
 
@@ -303,7 +309,7 @@ func (w *worker) observe(p *pending) {
 		c.metrics.decisions.WithLabelValues(c.dsLabel(w.ds), outcomeLabel(r), reasonLabel(r)).Inc()
 		c.metrics.latency.Observe(now.Sub(p.items[p.idx[j]].stamp).Seconds())
 		if r.ReadVersion > 0 {
-			c.metrics.readLag.Observe(float64(p.verdicts[j].Lag))
+			c.metrics.readLag.Observe(float64(p.lags[j]))
 		}
 	}
 	c.metrics.batch.Observe(float64(len(p.recs)))
@@ -341,13 +347,16 @@ func (w *worker) requeueFront(items []item) {
 
 // quietCreated makes a dataset that these batches created quiet at once
 // when nothing more of it is queued, instead of at the sweep a second
-// later (idle.go). A creation leaves its whole head decoded, and the
-// decoder's block it was decoded into: for a table created with many
-// fragments tens of KiB, which a set-up creating thousands of tables a
-// second would otherwise hold for each of them at once. Packing now costs
-// what the sweep's packing would, and what usually follows a creation,
-// nothing or appends, builds on the packed head without decoding it
-// (docs/design.md §5.5).
+// later (idle.go): called as the creating batch is sent, it packs the
+// head while the record appends (state.Quiet allows that over a
+// provisional creation), and the batch holds no verdict by then
+// (prepare). A creation leaves its whole head decoded, and the decoder's
+// block it was decoded into: for a table created with many fragments
+// tens of KiB, which a set-up creating thousands of tables a second
+// would otherwise hold for each of them at once, for as long as each
+// append takes. Packing now costs what the sweep's packing would, and
+// what usually follows a creation, nothing or appends, builds on the
+// packed head without decoding it (docs/design.md §5.5).
 func (w *worker) quietCreated(start *table.Manifest) {
 	if start != nil || w.st.Head == nil {
 		return

@@ -110,7 +110,9 @@ func (s *State) Share() BudgetShare { return s.BudgetShare }
 // window's transactions: what the state decides, and every byte of it,
 // is what it would have decided without (TestQuietStateDecidesAlike).
 // Like DropCaches it runs between batches, never with provisional
-// decisions. On a quiet state it does nothing.
+// decisions, with one exception: over a creation (or adoption) still
+// appending, whose rollback leaves the state empty whatever Quiet did.
+// On a quiet state it does nothing.
 func (s *State) Quiet() {
 	if s.IsQuiet() {
 		return

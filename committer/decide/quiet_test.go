@@ -204,3 +204,71 @@ func TestLargeCommittedTxnKeptEncoded(t *testing.T) {
 		t.Errorf("append read at version 1 names %q as the conflict (%v)", v.Rec.GetConflictTxnUuid(), err)
 	}
 }
+
+// TestQuietWhileCreationAppends: a creation's state may be made quiet
+// while the creation is still provisional (its record appending), so
+// that its decoded head is not held through the append. Rolled back
+// after, the state is empty again and decides the same creation to the
+// same record; committed after, its head is the one a state never made
+// quiet has; either way the decoded head is released at once.
+func TestQuietWhileCreationAppends(t *testing.T) {
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
+	txn := createTxn(newUUID())
+	ow := txn.GetOverwrite()
+	for i := range 63 {
+		ow.Fragments = append(ow.Fragments, dataFragment(fmt.Sprintf("data/part-%04d.lance", i), 100))
+	}
+	body := mustMarshal(t, txn)
+	decide := func(st *State) ([]byte, Verdict) {
+		t.Helper()
+		v := st.Decide(t.Context(), Staged{Seq: 1, Data: body})
+		if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED || v.Next == nil {
+			t.Fatalf("creation: %v", v.Rec)
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, v
+	}
+	never := NewState("created", lim, newMemHistory())
+	m := never.Mark()
+	want, v := decide(never)
+	never.Commit(m, []*cellguardpb.Decision{v.Rec}, []uint64{1})
+
+	st := NewState("created", lim, newMemHistory())
+	for _, keep := range []bool{false, true} {
+		m := st.Mark()
+		got, v := decide(st)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("creation decided to\n%v\nwant the record of a state never made quiet", v.Rec)
+		}
+		released := gctest.Watch(v.Next)
+		st.Quiet()
+		if !st.IsQuiet() || !st.Head.IsPacked() {
+			t.Fatal("a provisional creation's state made quiet is not quiet, or its head is not packed")
+		}
+		v = Verdict{}
+		gctest.AwaitReleased(t, released, "the provisional creation's decoded head")
+		if !keep {
+			st.Rollback(m)
+			if st.Head != nil || st.Config != nil || st.VersionSeq.Top() != 0 {
+				t.Fatalf("rolled back: head %v, config %v, versions to %d; want an empty state", st.Head, st.Config, st.VersionSeq.Top())
+			}
+			continue
+		}
+		st.Commit(m, []*cellguardpb.Decision{decodeRec(t, got)}, []uint64{1})
+	}
+	if a, b := headBytes(t, never), headBytes(t, st); !bytes.Equal(a, b) {
+		t.Fatal("the head committed after a quiet while provisional differs from a state's never made quiet")
+	}
+}
+
+func decodeRec(t *testing.T, b []byte) *cellguardpb.Decision {
+	t.Helper()
+	rec := &cellguardpb.Decision{}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
