@@ -399,6 +399,12 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 		return nil, fmt.Errorf("manifest %s@%d: %w", st.Dataset, v, table.ErrVersionNotFound)
 	}
 	m := h.base(ctx, v)
+	if m == nil {
+		var err error
+		if m, err = h.start(ctx, v); err != nil {
+			return nil, err
+		}
+	}
 	var from uint64 = 1
 	if m != nil {
 		from = m.Version() + 1
@@ -429,8 +435,8 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 }
 
 // base returns the manifest to replay version v from: the cached one or
-// the newest checkpoint at or before v, whichever is closer; nil to
-// replay from the start.
+// the newest checkpoint at or before v, whichever is closer; nil when
+// there is neither (start).
 func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
 	var m *table.Manifest
 	if h.cached != nil && h.cached.Version() < v {
@@ -447,6 +453,39 @@ func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
 		return m
 	}
 	return cp.Manifest
+}
+
+// start returns the manifest the dataset's log starts from, for a replay
+// to version v without a checkpoint: nil when the log starts at the
+// creation of version 1; the adopted manifest when its first record is an
+// adoption (the versions before it are Lance's, not in the log). A log
+// whose versions before v are gone otherwise (retention) has no start,
+// and v is not found.
+func (h *logHistory) start(ctx context.Context, v uint64) (*table.Manifest, error) {
+	st := h.st
+	first := st.VersionSeq.First
+	if first <= 1 {
+		return nil, nil
+	}
+	seq, ok := st.VersionSeq.At(first)
+	if !ok || v < first {
+		return nil, fmt.Errorf("manifest %s@%d: the log begins at version %d: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	r, err := h.c.record(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("manifest %s@%d: record of version %d purged: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Decision.GetAdoptedManifest() == nil {
+		return nil, fmt.Errorf("manifest %s@%d: the log begins at version %d, and no checkpoint covers it: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	m, _, err := declog.Replay(ctx, nil, r, h)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s@%d: replay adoption: %w", st.Dataset, first, err)
+	}
+	return m, nil
 }
 
 // errCheckpointBehind reports a batch held back because appending it
