@@ -313,9 +313,11 @@ const stagedSeqConfirm = 5
 // later version replays forward from it.
 //
 // Its work is bounded while deciding: a manifest is rebuilt from the
-// nearest checkpoint (or the cached manifest) by replaying at most
+// nearest checkpoint (or the cached manifest, or the log's start: the
+// creation, or an adopted dataset's adoption) by replaying at most
 // maxReplay versions; a version further from any is reported not found
-// (READ_VERSION_TOO_OLD) rather than replayed for minutes. Replaying the
+// (READ_VERSION_TOO_OLD) rather than replayed for minutes. A checkpoint
+// that fails to read is reported as such, never as a version not found. Replaying the
 // log (loading, catching up) is not bounded: a committed record must
 // replay, whatever it costs. Transactions read from the log are
 // cached up to maxCachedTxnBytes.
@@ -398,20 +400,26 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 	if v == 0 || v > st.VersionSeq.Top() {
 		return nil, fmt.Errorf("manifest %s@%d: %w", st.Dataset, v, table.ErrVersionNotFound)
 	}
-	m := h.base(ctx, v)
+	m, cpErr := h.base(ctx, v)
+	if m == nil {
+		var err error
+		if m, err = h.start(ctx, v); err != nil {
+			return nil, unreadCheckpoint(err, cpErr)
+		}
+	}
 	var from uint64 = 1
 	if m != nil {
 		from = m.Version() + 1
 	}
 	if h.maxReplay > 0 && h.st.Deciding && v+1-from > h.maxReplay {
-		return nil, fmt.Errorf("manifest %s@%d: %d versions after the nearest checkpoint, more than the %d replayed: %w",
-			st.Dataset, v, v+1-from, h.maxReplay, table.ErrVersionNotFound)
+		return nil, unreadCheckpoint(fmt.Errorf("manifest %s@%d: %d versions to replay, more than the %d a decision replays: %w",
+			st.Dataset, v, v+1-from, h.maxReplay, table.ErrVersionNotFound), cpErr)
 	}
 	h.c.metrics.historyLoads.WithLabelValues(h.c.dsLabel(st.Dataset)).Inc()
 	for u := from; u <= v; u++ {
 		txn, err := st.Committed(ctx, u) // the window's, else the log's
 		if err != nil {
-			return nil, err
+			return nil, unreadCheckpoint(err, cpErr)
 		}
 		var next *table.Manifest
 		if m == nil {
@@ -429,24 +437,73 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 }
 
 // base returns the manifest to replay version v from: the cached one or
-// the newest checkpoint at or before v, whichever is closer; nil to
-// replay from the start.
-func (h *logHistory) base(ctx context.Context, v uint64) *table.Manifest {
+// the newest checkpoint at or before v, whichever is closer; nil when
+// there is neither (start). When that checkpoint does not read, base
+// returns what it would have without it, and the read error unless the
+// checkpoint is untrusted (it will never read).
+func (h *logHistory) base(ctx context.Context, v uint64) (*table.Manifest, error) {
 	var m *table.Manifest
 	if h.cached != nil && h.cached.Version() < v {
 		m = h.cached
 	}
 	cv, ok := h.c.latestCheckpoint(h.st.Dataset, v)
 	if !ok || m != nil && m.Version() >= cv {
-		return m
+		return m, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.Dataset, cv)
-	if err != nil {
-		return m
+	if errors.Is(err, declog.ErrUntrustedCheckpoint) {
+		return m, nil
 	}
-	return cp.Manifest
+	if err != nil {
+		return m, err
+	}
+	return cp.Manifest, nil
+}
+
+// unreadCheckpoint returns err, the failure of a replay that did without
+// a checkpoint, or the checkpoint's read error cpErr when that is why:
+// a version not found says the read version is no longer kept, and a
+// checkpoint that failed to read may read the next time.
+func unreadCheckpoint(err, cpErr error) error {
+	if cpErr != nil && errors.Is(err, table.ErrVersionNotFound) {
+		return fmt.Errorf("%w (replayed without the checkpoint, which did not read: %v)", cpErr, err)
+	}
+	return err
+}
+
+// start returns the manifest the dataset's log starts from, for a replay
+// to version v without a checkpoint: nil when the log starts at the
+// creation of version 1; the adopted manifest when its first record is an
+// adoption (the versions before it are Lance's, not in the log). A log
+// whose versions before v are gone otherwise (retention) has no start,
+// and v is not found.
+func (h *logHistory) start(ctx context.Context, v uint64) (*table.Manifest, error) {
+	st := h.st
+	first := st.VersionSeq.First
+	if first <= 1 {
+		return nil, nil
+	}
+	seq, ok := st.VersionSeq.At(first)
+	if !ok || v < first {
+		return nil, fmt.Errorf("manifest %s@%d: the log begins at version %d: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	r, err := h.c.record(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("manifest %s@%d: record of version %d purged: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Decision.GetAdoptedManifest() == nil {
+		return nil, fmt.Errorf("manifest %s@%d: the log begins at version %d, and no checkpoint covers it: %w", st.Dataset, v, first, table.ErrVersionNotFound)
+	}
+	m, _, err := declog.Replay(ctx, nil, r, h)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s@%d: replay adoption: %w", st.Dataset, first, err)
+	}
+	return m, nil
 }
 
 // errCheckpointBehind reports a batch held back because appending it
