@@ -116,7 +116,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		o.Txns, o.Producers, serversLabel(o.Cluster), o.Sync, runtime.GOMAXPROCS(0))
 	printBenchHeader(stdout)
 	// The runs made so far are written even when one fails.
-	err = b.runRounds(ctx, plan, o.Latency, o.Rounds)
+	if err = b.anchorStreams(ctx); err == nil {
+		err = b.runRounds(ctx, plan, o.Latency, o.Rounds)
+	}
 	return errors.Join(err, b.rep.write(o.JSONPath, o.PlotPath))
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"cellguard/internal/embedded"
 	"cellguard/internal/natstest"
 	"cellguard/internal/subject"
 )
@@ -613,5 +616,80 @@ func TestBenchPhaseProfiles(t *testing.T) {
 		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof writes gzip
 			t.Errorf("profile %s: %d bytes, not a gzipped profile", name, len(b))
 		}
+	}
+}
+
+// TestBenchAnchorKeepsTheAccountDirectory: once a run's streams are
+// dropped, the server removes the account's stream directory if it is
+// empty, in a goroutine of its own, which can race the next run's first
+// stream creation into it. Without the anchor the directory is left
+// empty (removable whenever that goroutine runs); with it, it holds the
+// anchor's stream, so it stays.
+func TestBenchAnchorKeepsTheAccountDirectory(t *testing.T) {
+	for _, anchored := range []bool{false, true} {
+		t.Run(fmt.Sprintf("anchored=%v", anchored), func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			policy, err := embedded.ParseSync(embedded.SyncAlways)
+			if err != nil {
+				t.Fatal(err)
+			}
+			url, stop, err := startBenchServers(ctx, dir, 1, policy, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			b := &bencher{url: url, replicas: 1}
+			if anchored {
+				if err := b.anchorStreams(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := b.streamNames(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc, js, err := b.connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RUN", Subjects: []string{"run.>"}, Storage: jetstream.FileStorage}); err != nil {
+				t.Fatal(err)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(dir, "*", "*", "$G", "streams"))
+			if len(dirs) != 1 {
+				t.Fatalf("account stream directories under %s: %v, want one", dir, dirs)
+			}
+			if err := b.dropStreams(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			// The dropped stream's files are removed in the background
+			// too: wait until they are.
+			var left []string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				ents, err := os.ReadDir(dirs[0])
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				left = nil
+				for _, e := range ents {
+					left = append(left, e.Name())
+				}
+				if !slices.ContainsFunc(left, func(n string) bool { return strings.HasPrefix(n, ".") || n == "RUN" }) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the dropped stream's files are still there after 5 s: %v", left)
+				}
+			}
+			var want []string // empty: removable at any moment
+			if anchored {
+				want = []string{anchorStream}
+			}
+			if !slices.Equal(left, want) {
+				t.Errorf("anchored %t: the account's stream directory holds %v after the drop, want %v", anchored, left, want)
+			}
+		})
 	}
 }

@@ -188,6 +188,31 @@ func listStreams(ctx context.Context, js jetstream.JetStream) (map[string]bool, 
 	return names, l.Err()
 }
 
+// anchorStream is a stream the bench keeps from start to end, empty.
+const anchorStream = "CELLGUARD_BENCH_ANCHOR"
+
+// anchorStreams makes anchorStream, so that the account's stream
+// directory never empties between runs: after deleting a stream the
+// server removes that directory, and the account's, when they are empty,
+// in a goroutine of its own, which can run while the next run creates
+// its first stream there and fail that creation ("could not create
+// storage directory").
+func (b *bencher) anchorStreams(ctx context.Context) error {
+	nc, js, err := b.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: anchorStream, Subjects: []string{"cellguard-bench.anchor"}, Storage: jetstream.FileStorage,
+		Replicas: max(b.replicas, 1), MaxMsgs: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("bench: create %s: %w", anchorStream, err)
+	}
+	return nil
+}
+
 // dropStreams deletes the streams made since before was listed (a run's
 // staging and decision streams, its checkpoint store), unless
 // -keep-streams. Every run starts on fresh streams (each has its own
