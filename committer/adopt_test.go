@@ -103,3 +103,65 @@ func TestAdoptedDatasetPinsVersionOutOfWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptedAtVersionOnePinsOutOfWindow: a table adopted at version 1
+// (LanceDB created it and never wrote again) commits version 2; once
+// version 1 is out of the window, the history rebuilds it from the
+// adoption record (the adopted fragment), not as a creation of none, and
+// a Delete of that fragment read at 1 commits.
+func TestAdoptedAtVersionOnePinsOutOfWindow(t *testing.T) {
+	srv := runServer(t)
+	_, js := natstest.Connect(t, srv.URL())
+	r := start(t, srv.URL(), testConfig())
+	const ds = "adopted1"
+	id := newUUID()
+	stage(t, js, ds, id, mustMarshal(t, adoptionTxn(t, id, 1)))
+	decidedAs(t, js, ds, 1, id, 1)
+	id = newUUID()
+	stage(t, js, ds, id, mustMarshal(t, appendTxn(id, 1)))
+	decidedAs(t, js, ds, 2, id, 2)
+
+	w, unlock := workerOf(t, r.c, ds)
+	w.st.Quiet()
+	if n := w.st.WindowManifests(); n != 0 {
+		t.Fatalf("the quiet state's window holds %d manifests", n)
+	}
+	m, err := w.st.Older.Manifest(t.Context(), 1)
+	if err != nil || m.NumFragments() != 1 {
+		t.Errorf("version 1 from the history: %v fragments, %v; want the adopted fragment", m.NumFragments(), err)
+	}
+	unlock()
+
+	id = newUUID()
+	stage(t, js, ds, id, mustMarshal(t, deleteFragmentTxn(id, 1, 0)))
+	decidedAs(t, js, ds, 3, id, 3)
+}
+
+// TestProvisionalAdoptionPackedDecidesAlike: a batch that adopts a table
+// is packed while it appends only when the adoption is all it decided
+// (PackCreated), and either way a Delete decided into the next batch on
+// top, read at the adopted version, commits: nothing the next batch may
+// read was dropped while provisional.
+func TestProvisionalAdoptionPackedDecidesAlike(t *testing.T) {
+	lim := limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
+	for _, withAppend := range []bool{false, true} {
+		st := newState("adopted", lim, nil)
+		st.Older = &logHistory{c: &Committer{cps: map[string][]uint64{}}, st: st, maxReplay: 20}
+		batch := [][]byte{mustMarshal(t, adoptionTxn(t, newUUID(), 3))}
+		if withAppend {
+			batch = append(batch, mustMarshal(t, appendTxn(newUUID(), 3)))
+		}
+		for i, b := range batch {
+			if v := st.Decide(t.Context(), staged{Seq: uint64(i + 1), Data: b}); v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+				t.Fatal(v.Rec)
+			}
+		}
+		if packed := st.PackCreated(); packed == withAppend {
+			t.Errorf("with an append %t: packed %t", withAppend, packed)
+		}
+		v := st.Decide(t.Context(), staged{Seq: uint64(len(batch) + 1), Data: mustMarshal(t, deleteFragmentTxn(newUUID(), 3, 0))})
+		if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Errorf("with an append %t: a Delete read at 3 was %s (%s)", withAppend, v.Rec.GetReason(), v.Rec.GetMessage())
+		}
+	}
+}

@@ -47,6 +47,15 @@ func (c *Committer) latestCheckpoint(ds string, v uint64) (uint64, bool) {
 	return vs[i-1], true
 }
 
+// forgetCheckpoint drops checkpoint v of ds from the ones known.
+func (c *Committer) forgetCheckpoint(ds string, v uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i, found := slices.BinarySearch(c.cps[ds], v); found {
+		c.cps[ds] = slices.Delete(c.cps[ds], i, i+1)
+	}
+}
+
 func (c *Committer) addCheckpoint(ds string, v uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -422,10 +431,12 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 			return nil, unreadCheckpoint(err, cpErr)
 		}
 		var next *table.Manifest
-		if m == nil {
-			next, err = declog.CreateAs(txn, st.Config.GetStorageVersion()) // as create decided it
-		} else {
+		if m != nil {
 			next, err = applyTxn(ctx, m, txn, h)
+		} else if adopted, _, _, adopting, aerr := declog.AdoptionOf(txn); adopting {
+			next, err = adopted, aerr // a table adopted at version 1
+		} else {
+			next, err = declog.CreateAs(txn, st.Config.GetStorageVersion()) // as create decided it
 		}
 		if err != nil {
 			return nil, fmt.Errorf("manifest %s@%d: replay: %w", st.Dataset, u, err)
@@ -438,28 +449,38 @@ func (h *logHistory) Manifest(ctx context.Context, v uint64) (*table.Manifest, e
 
 // base returns the manifest to replay version v from: the cached one or
 // the newest checkpoint at or before v, whichever is closer; nil when
-// there is neither (start). When that checkpoint does not read, base
-// returns what it would have without it, and the read error unless the
-// checkpoint is untrusted (it will never read).
+// there is neither (start). A checkpoint that is gone (pruned since it
+// was listed) is forgotten and the next older one tried; one that is
+// untrusted is passed over, as it will never read. When a checkpoint
+// fails to read otherwise, base returns what it would have without it,
+// and the read error.
 func (h *logHistory) base(ctx context.Context, v uint64) (*table.Manifest, error) {
 	var m *table.Manifest
 	if h.cached != nil && h.cached.Version() < v {
 		m = h.cached
 	}
-	cv, ok := h.c.latestCheckpoint(h.st.Dataset, v)
-	if !ok || m != nil && m.Version() >= cv {
-		return m, nil
+	for below := v; ; {
+		cv, ok := h.c.latestCheckpoint(h.st.Dataset, below)
+		if !ok || m != nil && m.Version() >= cv {
+			return m, nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.Dataset, cv)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrObjectNotFound):
+			h.c.forgetCheckpoint(h.st.Dataset, cv)
+		case errors.Is(err, declog.ErrUntrustedCheckpoint):
+		case err != nil:
+			return m, err
+		default:
+			return cp.Manifest, nil
+		}
+		if cv <= 1 {
+			return m, nil
+		}
+		below = cv - 1
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cp, err := h.c.dl.ReadCheckpoint(cctx, h.st.Dataset, cv)
-	if errors.Is(err, declog.ErrUntrustedCheckpoint) {
-		return m, nil
-	}
-	if err != nil {
-		return m, err
-	}
-	return cp.Manifest, nil
 }
 
 // unreadCheckpoint returns err, the failure of a replay that did without

@@ -1,7 +1,6 @@
 package committer
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,12 +8,14 @@ import (
 	"cellguard/proto/cellguardpb"
 )
 
-// TestUnreadableCheckpointIsNotTooOld: the checkpoint a read version
-// out of the window is rebuilt from cannot be read, and the log from
-// version 1 is longer than a decision replays. The transaction is not
-// rejected READ_VERSION_TOO_OLD, which would say its read version is no
-// longer kept, but INTERNAL (retryable): the checkpoint did not read.
-func TestUnreadableCheckpointIsNotTooOld(t *testing.T) {
+// TestPrunedCheckpointFallsBackToAnOlderOne: the checkpoint a read
+// version out of the window would be rebuilt from is gone (another
+// committer pruned it after this one listed it), and the log from version
+// 1 is longer than a decision replays. The history forgets it and
+// rebuilds the version from the next older checkpoint instead: the
+// transaction commits, neither READ_VERSION_TOO_OLD (its read version is
+// kept) nor INTERNAL.
+func TestPrunedCheckpointFallsBackToAnOlderOne(t *testing.T) {
 	srv := runServer(t)
 	_, js := natstest.Connect(t, srv.URL())
 	cfg := testConfig() // CheckpointEvery 10: a decision replays at most 20 versions
@@ -41,7 +42,10 @@ func TestUnreadableCheckpointIsNotTooOld(t *testing.T) {
 	stage(t, js, ds, id, mustMarshal(t, deleteFragmentTxn(id, 22, 0)))
 	l := waitDecided(t, js, ds, 26, 30*time.Second)
 	got := l[25].rec
-	if got.TxnUuid != id || got.Reason != cellguardpb.Reason_INTERNAL || !strings.Contains(got.Message, "checkpoint cities@20") {
-		t.Errorf("delete read at 22: %s %s %s (%s), want %s rejected INTERNAL naming checkpoint 20", got.TxnUuid, got.Outcome, got.Reason, got.Message, id)
+	if got.TxnUuid != id || got.Outcome != cellguardpb.Outcome_OUTCOME_COMMITTED || got.Version != 26 {
+		t.Errorf("delete read at 22: %s %s %s v%d (%s), want %s committed as version 26", got.TxnUuid, got.Outcome, got.Reason, got.Version, got.Message, id)
+	}
+	if v, ok := r.c.latestCheckpoint(ds, 25); !ok || v != 10 {
+		t.Errorf("the newest checkpoint known at or below 25: %d, %t; want 10, the pruned one forgotten", v, ok)
 	}
 }

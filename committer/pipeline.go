@@ -76,7 +76,7 @@ func (w *worker) pipeline(ctx, runCtx context.Context, items []item) ([]item, er
 		return items, err
 	}
 	w.send(ctx, cur)
-	w.quietCreated(start) // while the creation appends
+	w.packCreated(start)
 	for n := 1; ; n++ {
 		res, next, err := w.decideWhileAppending(ctx, runCtx, cur, n < maxPipelined, start)
 		if err != nil {
@@ -347,16 +347,30 @@ func (w *worker) requeueFront(items []item) {
 
 // quietCreated makes a dataset that these batches created quiet at once
 // when nothing more of it is queued, instead of at the sweep a second
-// later (idle.go): called as the creating batch is sent, it packs the
-// head while the record appends (state.Quiet allows that over a
-// provisional creation), and the batch holds no verdict by then
-// (prepare). A creation leaves its whole head decoded, and the decoder's
-// block it was decoded into: for a table created with many fragments
-// tens of KiB, which a set-up creating thousands of tables a second
-// would otherwise hold for each of them at once, for as long as each
-// append takes. Packing now costs what the sweep's packing would, and
-// what usually follows a creation, nothing or appends, builds on the
-// packed head without decoding it (docs/design.md §5.5).
+// later (idle.go). A creation leaves its whole head decoded, and the
+// decoder's block it was decoded into: for a table created with many
+// fragments tens of KiB, which a set-up creating thousands of tables a
+// second would otherwise hold for each of them at once. Packing now costs
+// what the sweep's packing would, and what usually follows a creation,
+// nothing or appends, builds on the packed head without decoding it
+// (docs/design.md §5.5).
+// packCreated is quietCreated's packing done already as the batch that
+// creates the dataset is sent, while its record appends, when that
+// creation is all the batch decided (state.PackCreated): the batch holds
+// no verdict by then (prepare), so the decoded creation is not held for
+// the length of the append.
+func (w *worker) packCreated(start *table.Manifest) {
+	if start != nil || w.st.Head == nil {
+		return
+	}
+	w.qmu.Lock()
+	waiting := len(w.queue)
+	w.qmu.Unlock()
+	if waiting == 0 {
+		w.st.PackCreated()
+	}
+}
+
 func (w *worker) quietCreated(start *table.Manifest) {
 	if start != nil || w.st.Head == nil {
 		return

@@ -377,7 +377,7 @@ func (w *worker) decideAndAppend(ctx context.Context, items []item) error {
 		return err
 	}
 	w.send(ctx, p)
-	w.quietCreated(start) // while the creation appends
+	w.packCreated(start)
 	res := <-p.done
 	if res.err != nil {
 		w.st.Rollback(p.m)

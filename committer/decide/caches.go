@@ -110,9 +110,7 @@ func (s *State) Share() BudgetShare { return s.BudgetShare }
 // window's transactions: what the state decides, and every byte of it,
 // is what it would have decided without (TestQuietStateDecidesAlike).
 // Like DropCaches it runs between batches, never with provisional
-// decisions, with one exception: over a creation (or adoption) still
-// appending, whose rollback leaves the state empty whatever Quiet did.
-// On a quiet state it does nothing.
+// decisions (PackCreated is what may). On a quiet state it does nothing.
 func (s *State) Quiet() {
 	if s.IsQuiet() {
 		return
@@ -122,16 +120,38 @@ func (s *State) Quiet() {
 		s.dropManifest(v)
 		s.manifestsDroppedTo = v
 	}
-	if s.Head != nil && s.Head.Packable() {
-		p := s.Head.Packed()
-		if s.ChangeIndex.Head() == nil || s.ChangeIndex.ReplaceHead(p) != nil {
-			s.ChangeIndex.Rebuild(p) // out of step with head: as syncIndex would
-		}
-		s.Head = p
-	}
+	s.packHead()
 	if s.BudgetShare != nil {
 		s.BudgetShare.Report(s.CacheCost())
 	}
+}
+
+// PackCreated packs the head of a state whose one version is a creation
+// or adoption still appending, and reports whether it did: the only
+// change of Quiet's made over a provisional decision, since rolling that
+// decision back empties the state whatever was packed. A state with
+// anything else (a window manifest: the batch made more than one
+// version) is left as it is; nothing is dropped and nothing reported to
+// the budget, which the commit does.
+func (s *State) PackCreated() bool {
+	if s.Head == nil || s.recent.len() > 0 || !s.Head.Packable() {
+		return false
+	}
+	s.packHead()
+	return true
+}
+
+// packHead replaces a packable head by its packed form, the change index
+// pointed at it.
+func (s *State) packHead() {
+	if s.Head == nil || !s.Head.Packable() {
+		return
+	}
+	p := s.Head.Packed()
+	if s.ChangeIndex.Head() == nil || s.ChangeIndex.ReplaceHead(p) != nil {
+		s.ChangeIndex.Rebuild(p) // out of step with head: as syncIndex would
+	}
+	s.Head = p
 }
 
 // IsQuiet reports whether the state is as Quiet leaves it: no window

@@ -205,13 +205,14 @@ func TestLargeCommittedTxnKeptEncoded(t *testing.T) {
 	}
 }
 
-// TestQuietWhileCreationAppends: a creation's state may be made quiet
+// TestPackCreatedWhileCreationAppends: a creation's head may be packed
 // while the creation is still provisional (its record appending), so
 // that its decoded head is not held through the append. Rolled back
 // after, the state is empty again and decides the same creation to the
-// same record; committed after, its head is the one a state never made
-// quiet has; either way the decoded head is released at once.
-func TestQuietWhileCreationAppends(t *testing.T) {
+// same record; committed after, its head is the one a state never packed
+// early has; either way the decoded head is released at once. A batch
+// that made more versions than the creation is left as it is.
+func TestPackCreatedWhileCreationAppends(t *testing.T) {
 	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
 	txn := createTxn(newUUID())
 	ow := txn.GetOverwrite()
@@ -241,12 +242,11 @@ func TestQuietWhileCreationAppends(t *testing.T) {
 		m := st.Mark()
 		got, v := decide(st)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("creation decided to\n%v\nwant the record of a state never made quiet", v.Rec)
+			t.Fatalf("creation decided to\n%v\nwant the record of a state never packed early", v.Rec)
 		}
 		released := gctest.Watch(v.Next)
-		st.Quiet()
-		if !st.IsQuiet() || !st.Head.IsPacked() {
-			t.Fatal("a provisional creation's state made quiet is not quiet, or its head is not packed")
+		if !st.PackCreated() || !st.IsQuiet() || !st.Head.IsPacked() {
+			t.Fatal("a provisional creation's head was not packed, or its state is not quiet")
 		}
 		v = Verdict{}
 		gctest.AwaitReleased(t, released, "the provisional creation's decoded head")
@@ -260,7 +260,47 @@ func TestQuietWhileCreationAppends(t *testing.T) {
 		st.Commit(m, []*cellguardpb.Decision{decodeRec(t, got)}, []uint64{1})
 	}
 	if a, b := headBytes(t, never), headBytes(t, st); !bytes.Equal(a, b) {
-		t.Fatal("the head committed after a quiet while provisional differs from a state's never made quiet")
+		t.Fatal("the head committed after packing while provisional differs from a state's never packed early")
+	}
+
+	more := NewState("more", lim, newMemHistory())
+	for i, b := range [][]byte{body, mustMarshal(t, appendTxn(newUUID(), 1))} {
+		if v := more.Decide(t.Context(), Staged{Seq: uint64(i + 1), Data: b}); v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+			t.Fatalf("decision %d: %v", i, v.Rec)
+		}
+	}
+	if more.PackCreated() || more.WindowManifests() != 1 || more.Head.IsPacked() {
+		t.Errorf("a provisional creation and append: packed %t, window manifests %d; want the state left as it is", more.Head.IsPacked(), more.WindowManifests())
+	}
+}
+
+// TestRollbackBoundsDroppedMarks: the window's marks of what was dropped
+// never outlive the versions a rollback removes, so the state decided
+// again can still be made quiet.
+func TestRollbackBoundsDroppedMarks(t *testing.T) {
+	lim := Limits{MaxTxnBytes: 1 << 20, Window: 8, MaxLag: 1000, MaxRebaseLag: 40}
+	st := NewState("ds", lim, newMemHistory())
+	batch := [][]byte{mustMarshal(t, createTxn(newUUID())), mustMarshal(t, appendTxn(newUUID(), 1)), mustMarshal(t, appendTxn(newUUID(), 2))}
+	decide := func() []*cellguardpb.Decision {
+		var recs []*cellguardpb.Decision
+		for i, b := range batch {
+			v := st.Decide(t.Context(), Staged{Seq: uint64(i + 1), Data: b})
+			if v.Rec.GetOutcome() != cellguardpb.Outcome_OUTCOME_COMMITTED {
+				t.Fatalf("decision %d: %v", i, v.Rec)
+			}
+			recs = append(recs, v.Rec)
+		}
+		return recs
+	}
+	m := st.Mark()
+	decide()
+	st.Quiet() // not what the committer does over provisional decisions; the marks move
+	st.Rollback(m)
+	recs := decide()
+	st.Commit(m, recs, []uint64{1, 2, 3})
+	st.Quiet()
+	if !st.IsQuiet() {
+		t.Errorf("decided again after a rollback, Quiet leaves %d window manifests", st.WindowManifests())
 	}
 }
 

@@ -302,6 +302,9 @@ func (s *State) Rollback(m Mark) {
 	for len(s.schemas) > 0 && (m.Head == nil || s.schemas[len(s.schemas)-1].v > m.Head.Version()) {
 		s.schemas = s.schemas[:len(s.schemas)-1]
 	}
+	// What was dropped from the window stays dropped, but never past the
+	// versions that remain.
+	s.manifestsDroppedTo, s.txnsDroppedTo = min(s.manifestsDroppedTo, m.Versions), min(s.txnsDroppedTo, m.Versions)
 	if s.Head == nil { // an undone creation or adoption
 		s.Config = nil
 		s.VersionSeq = SeqIndex{}
