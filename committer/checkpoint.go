@@ -94,11 +94,7 @@ func (c *Committer) pruneCheckpoints(ctx context.Context, ds string) {
 			c.log.Warn("prune checkpoint", "dataset", ds, "version", v, "err", err)
 			return
 		}
-		c.mu.Lock()
-		if i, found := slices.BinarySearch(c.cps[ds], v); found {
-			c.cps[ds] = slices.Delete(c.cps[ds], i, i+1)
-		}
-		c.mu.Unlock()
+		c.forgetCheckpoint(ds, v)
 	}
 }
 

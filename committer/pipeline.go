@@ -354,31 +354,30 @@ func (w *worker) requeueFront(items []item) {
 // what the sweep's packing would, and what usually follows a creation,
 // nothing or appends, builds on the packed head without decoding it
 // (docs/design.md §5.5).
+func (w *worker) quietCreated(start *table.Manifest) {
+	if w.createdAlone(start) {
+		w.st.Quiet()
+	}
+}
+
 // packCreated is quietCreated's packing done already as the batch that
 // creates the dataset is sent, while its record appends, when that
 // creation is all the batch decided (state.PackCreated): the batch holds
 // no verdict by then (prepare), so the decoded creation is not held for
 // the length of the append.
 func (w *worker) packCreated(start *table.Manifest) {
-	if start != nil || w.st.Head == nil {
-		return
-	}
-	w.qmu.Lock()
-	waiting := len(w.queue)
-	w.qmu.Unlock()
-	if waiting == 0 {
+	if w.createdAlone(start) {
 		w.st.PackCreated()
 	}
 }
 
-func (w *worker) quietCreated(start *table.Manifest) {
+// createdAlone reports whether the batches since start (the head before
+// them) created the dataset, with nothing more of it queued.
+func (w *worker) createdAlone(start *table.Manifest) bool {
 	if start != nil || w.st.Head == nil {
-		return
+		return false
 	}
 	w.qmu.Lock()
-	waiting := len(w.queue)
-	w.qmu.Unlock()
-	if waiting == 0 {
-		w.st.Quiet()
-	}
+	defer w.qmu.Unlock()
+	return len(w.queue) == 0
 }
