@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,12 +56,13 @@ func decidedAs(t *testing.T, js jetstream.JetStream, ds string, n int, id string
 }
 
 // TestAdoptedDatasetPinsVersionOutOfWindow: a dataset adopted at version
-// 3 commits version 4; then the read version 3 is no longer in the
-// state's window (the state was made quiet, as the idle sweep does; its
-// caches were dropped, as the cache budget does; it was loaded again, as
-// after a failed batch, and made quiet), and a Delete read at 3 needs its
-// manifest. It is rebuilt from the adoption record, not from a
-// version 1 the log never had, and the Delete commits as version 5.
+// N (3, or 1) commits version N+1; then the read version N is no longer
+// in the state's window (the state was made quiet, as the idle sweep
+// does; its caches were dropped, as the cache budget does; it was loaded
+// again, as after a failed batch, and made quiet), and a Delete read at N
+// needs its manifest. It is rebuilt from the adoption record (the adopted
+// fragment), neither from a version 1 the log never had nor as a creation
+// of none, and the Delete commits as version N+2.
 func TestAdoptedDatasetPinsVersionOutOfWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -76,65 +78,38 @@ func TestAdoptedDatasetPinsVersionOutOfWindow(t *testing.T) {
 			w.st.Quiet()
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := runServer(t)
-			_, js := natstest.Connect(t, srv.URL())
-			cfg := testConfig()
-			r := start(t, srv.URL(), cfg)
-			const ds = "adopted"
+		for _, at := range []uint64{3, 1} { // 1: LanceDB created the table and never wrote again
+			t.Run(fmt.Sprintf("%s/at%d", tc.name, at), func(t *testing.T) {
+				srv := runServer(t)
+				_, js := natstest.Connect(t, srv.URL())
+				r := start(t, srv.URL(), testConfig())
+				const ds = "adopted"
 
-			id := newUUID()
-			stage(t, js, ds, id, mustMarshal(t, adoptionTxn(t, id, 3)))
-			decidedAs(t, js, ds, 1, id, 3)
-			id = newUUID()
-			stage(t, js, ds, id, mustMarshal(t, appendTxn(id, 3)))
-			decidedAs(t, js, ds, 2, id, 4)
+				id := newUUID()
+				stage(t, js, ds, id, mustMarshal(t, adoptionTxn(t, id, at)))
+				decidedAs(t, js, ds, 1, id, at)
+				id = newUUID()
+				stage(t, js, ds, id, mustMarshal(t, appendTxn(id, at)))
+				decidedAs(t, js, ds, 2, id, at+1)
 
-			w, unlock := workerOf(t, r.c, ds)
-			tc.evict(t, w)
-			if n := w.st.WindowManifests(); n != 0 {
-				t.Fatalf("the window still holds %d manifests", n)
-			}
-			unlock()
+				w, unlock := workerOf(t, r.c, ds)
+				tc.evict(t, w)
+				if n := w.st.WindowManifests(); n != 0 {
+					t.Fatalf("the window still holds %d manifests", n)
+				}
+				// Rebuilt from the adoption record: the adopted fragment,
+				// not a creation of none.
+				if m, err := w.st.Older.Manifest(t.Context(), at); err != nil || m.NumFragments() != 1 {
+					t.Errorf("version %d from the history: %v, want the adopted fragment", at, err)
+				}
+				unlock()
 
-			id = newUUID()
-			stage(t, js, ds, id, mustMarshal(t, deleteFragmentTxn(id, 3, 0)))
-			decidedAs(t, js, ds, 3, id, 5)
-		})
+				id = newUUID()
+				stage(t, js, ds, id, mustMarshal(t, deleteFragmentTxn(id, at, 0)))
+				decidedAs(t, js, ds, 3, id, at+2)
+			})
+		}
 	}
-}
-
-// TestAdoptedAtVersionOnePinsOutOfWindow: a table adopted at version 1
-// (LanceDB created it and never wrote again) commits version 2; once
-// version 1 is out of the window, the history rebuilds it from the
-// adoption record (the adopted fragment), not as a creation of none, and
-// a Delete of that fragment read at 1 commits.
-func TestAdoptedAtVersionOnePinsOutOfWindow(t *testing.T) {
-	srv := runServer(t)
-	_, js := natstest.Connect(t, srv.URL())
-	r := start(t, srv.URL(), testConfig())
-	const ds = "adopted1"
-	id := newUUID()
-	stage(t, js, ds, id, mustMarshal(t, adoptionTxn(t, id, 1)))
-	decidedAs(t, js, ds, 1, id, 1)
-	id = newUUID()
-	stage(t, js, ds, id, mustMarshal(t, appendTxn(id, 1)))
-	decidedAs(t, js, ds, 2, id, 2)
-
-	w, unlock := workerOf(t, r.c, ds)
-	w.st.Quiet()
-	if n := w.st.WindowManifests(); n != 0 {
-		t.Fatalf("the quiet state's window holds %d manifests", n)
-	}
-	m, err := w.st.Older.Manifest(t.Context(), 1)
-	if err != nil || m.NumFragments() != 1 {
-		t.Errorf("version 1 from the history: %v fragments, %v; want the adopted fragment", m.NumFragments(), err)
-	}
-	unlock()
-
-	id = newUUID()
-	stage(t, js, ds, id, mustMarshal(t, deleteFragmentTxn(id, 1, 0)))
-	decidedAs(t, js, ds, 3, id, 3)
 }
 
 // TestProvisionalAdoptionPackedDecidesAlike: a batch that adopts a table
